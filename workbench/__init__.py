@@ -1,0 +1,3 @@
+"""workbench: an interactive scheduling workbench for deep-learning training jobs."""
+
+__version__ = "0.1.0"

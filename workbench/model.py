@@ -1,0 +1,293 @@
+"""Plain data shared by every part of the workbench: nodes, jobs, cluster state, actions.
+
+Resources are counted in three units everywhere: CPU cores, memory in GiB, GPUs.
+A GPU demand below 1.0 is a fraction of one GPU (a GPU-sharing task); whole GPUs
+are integers. Times are seconds on the backend's clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Iterable
+
+import numpy as np
+
+CPU, MEM, GPU = 0, 1, 2  # column order of every resource array
+RESOURCE_NAMES = ("cpu", "mem", "gpu")
+
+
+@dataclass(frozen=True)
+class Resources:
+    cpu: float = 0.0
+    mem: float = 0.0  # GiB
+    gpu: float = 0.0  # whole GPUs, or a fraction of one (GPU sharing)
+
+    def as_array(self) -> np.ndarray:
+        return np.array([self.cpu, self.mem, self.gpu], dtype=float)
+
+    def __add__(self, other: "Resources") -> "Resources":
+        return Resources(self.cpu + other.cpu, self.mem + other.mem, self.gpu + other.gpu)
+
+    def __mul__(self, k: float) -> "Resources":
+        return Resources(self.cpu * k, self.mem * k, self.gpu * k)
+
+    __rmul__ = __mul__
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    cpus: float
+    mem: float  # GiB
+    gpus: int
+    gpu_model: str = "V100"
+    rack: str = "rack-0"
+
+    @property
+    def capacity(self) -> Resources:
+        return Resources(self.cpus, self.mem, float(self.gpus))
+
+
+class JobKind(str, Enum):
+    ALLREDUCE = "allreduce"  # data-parallel workers only (Pollux applications)
+    PS = "ps"  # parameter-server jobs (DL2/OASiS/DRAGON style)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """What a user submits. `total_work` is in iterations at `batch_size`."""
+
+    name: str
+    application: str
+    arrival: float
+    total_work: float
+    batch_size: int
+    initial_workers: int = 1
+    min_workers: int = 1
+    max_workers: int = 1
+    num_ps: int = 0
+    worker_demand: Resources = Resources(cpu=4, mem=16, gpu=1)
+    ps_demand: Resources = Resources(cpu=2, mem=8, gpu=0)
+    deadline: float | None = None  # absolute time on the backend clock
+    priority: int = 0
+    user: str = "default"
+    kind: JobKind = JobKind.ALLREDUCE
+    # Quality-of-experience target (DQoES): reach `target_metric` by `deadline`.
+    target_metric: float | None = None
+
+    def __post_init__(self) -> None:
+        if not (1 <= self.min_workers <= self.initial_workers <= self.max_workers):
+            raise ValueError(
+                f"job {self.name}: need 1 <= min_workers <= initial_workers <= max_workers,"
+                f" got {self.min_workers}, {self.initial_workers}, {self.max_workers}"
+            )
+        if self.total_work <= 0:
+            raise ValueError(f"job {self.name}: total_work must be > 0, got {self.total_work}")
+        if self.num_ps < 0:
+            raise ValueError(f"job {self.name}: num_ps must be >= 0, got {self.num_ps}")
+
+    def with_(self, **changes) -> "JobSpec":
+        return replace(self, **changes)
+
+
+class JobState(str, Enum):
+    PENDING = "pending"  # submitted, not yet admitted or placed
+    HOLDING = "holding"  # some tasks placed and holding resources, not all: cannot train
+    RESTARTING = "restarting"  # placed, paying a checkpoint-restart delay
+    RUNNING = "running"
+    COMPLETED = "completed"
+    REJECTED = "rejected"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.COMPLETED, JobState.REJECTED)
+
+    @property
+    def placed(self) -> bool:
+        return self in (JobState.HOLDING, JobState.RESTARTING, JobState.RUNNING)
+
+
+Placement = dict[str, int]  # node name -> number of tasks of one role on it
+
+
+@dataclass
+class JobStatus:
+    """What the backend knows about a job now. Policies read it, never write it."""
+
+    spec: JobSpec
+    state: JobState = JobState.PENDING
+    workers: Placement = field(default_factory=dict)
+    ps: Placement = field(default_factory=dict)
+    target_workers: int = 0  # how many workers the job needs before it trains
+    target_ps: int = 0
+    progress: float = 0.0  # iterations done (checkpointed progress while not running)
+    throughput: float = 0.0  # iterations per second at the current placement
+    metric: float | None = None  # latest accuracy/loss-like value of its curve
+    history: list[tuple[float, float, float]] = field(default_factory=list)  # (t, iters, metric)
+    attained_service: float = 0.0  # GPU-seconds received (Tiresias)
+    executed_time: float = 0.0  # seconds spent running
+    first_start: float | None = None
+    last_start: float | None = None
+    finish_time: float | None = None
+    restarts: int = 0
+    admitted: bool = False
+    reason: str = "waiting: not yet considered"
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def num_workers(self) -> int:
+        return sum(self.workers.values())
+
+    @property
+    def num_ps(self) -> int:
+        return sum(self.ps.values())
+
+    @property
+    def remaining_work(self) -> float:
+        return max(self.spec.total_work - self.progress, 0.0)
+
+    @property
+    def fraction_done(self) -> float:
+        return min(self.progress / self.spec.total_work, 1.0)
+
+    @property
+    def nodes(self) -> set[str]:
+        return {n for n, c in self.workers.items() if c} | {n for n, c in self.ps.items() if c}
+
+    def demand(self, workers: int | None = None, ps: int | None = None) -> Resources:
+        w = self.spec.initial_workers if workers is None else workers
+        p = self.spec.num_ps if ps is None else ps
+        return self.spec.worker_demand * w + self.spec.ps_demand * p
+
+
+@dataclass
+class ClusterState:
+    """A snapshot of the cluster: node arrays for fast policies, job views by name.
+
+    `capacity`, `allocated` are (nodes x 3) arrays in CPU, MEM, GPU order.
+    `gpu_free` is (nodes x max GPUs per node) of free fraction per physical GPU
+    (1.0 = whole GPU free; NaN where the node has fewer GPUs).
+    """
+
+    now: float
+    nodes: list[Node]
+    capacity: np.ndarray
+    allocated: np.ndarray
+    gpu_free: np.ndarray
+    node_up: np.ndarray
+    jobs: dict[str, JobStatus]
+    node_index: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.node_index:
+            self.node_index = {n.name: i for i, n in enumerate(self.nodes)}
+
+    @property
+    def free(self) -> np.ndarray:
+        """Free resources per node; a node that is down has none."""
+        free = self.capacity - self.allocated
+        free[~self.node_up] = 0.0
+        return free
+
+    @property
+    def racks(self) -> np.ndarray:
+        return np.array([n.rack for n in self.nodes])
+
+    def jobs_in(self, *states: JobState) -> list[JobStatus]:
+        return [j for j in self.jobs.values() if j.state in states]
+
+    @property
+    def waiting(self) -> list[JobStatus]:
+        return [j for j in self.jobs.values() if j.state in (JobState.PENDING, JobState.HOLDING)]
+
+    @property
+    def active(self) -> list[JobStatus]:
+        return [j for j in self.jobs.values() if not j.state.finished]
+
+    @property
+    def total_gpus(self) -> float:
+        return float(self.capacity[self.node_up, GPU].sum())
+
+
+# ---- Actions a policy may return ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Action:
+    job: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Place(Action):
+    """Start a job on this placement. All of its tasks, unless `partial` (kube-default only):
+    then the given tasks hold their resources and the job waits for the rest."""
+
+    workers: Placement = field(default_factory=dict)
+    ps: Placement = field(default_factory=dict)
+    partial: bool = False
+
+
+@dataclass(frozen=True)
+class Scale(Action):
+    """Give a running job a new worker/PS count on a new placement (checkpoint-restart)."""
+
+    workers: Placement = field(default_factory=dict)
+    ps: Placement = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Migrate(Action):
+    """Move a job's tasks to another placement with the same counts (checkpoint-restart)."""
+
+    workers: Placement = field(default_factory=dict)
+    ps: Placement = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Suspend(Action):
+    """Preempt a placed job: it releases everything and waits with its checkpointed progress."""
+
+
+@dataclass(frozen=True)
+class Admit(Action):
+    """Accept a pending job into the queue (admission-controlled engines)."""
+
+
+@dataclass(frozen=True)
+class Reject(Action):
+    """Refuse a pending job for good."""
+
+
+@dataclass(frozen=True)
+class Wait(Action):
+    """Leave a job waiting; says why (shown in the UI)."""
+
+
+def placement_counts(placement: Placement) -> tuple[int, ...]:
+    """Replicas per node, largest first: the key the performance model takes."""
+    return tuple(sorted((c for c in placement.values() if c > 0), reverse=True))
+
+
+def merge_placements(*placements: Placement) -> Placement:
+    out: Placement = {}
+    for p in placements:
+        for node, count in p.items():
+            if count:
+                out[node] = out.get(node, 0) + count
+    return out
+
+
+def total(placement: Placement) -> int:
+    return sum(placement.values())
+
+
+def describe_placement(workers: Placement, ps: Iterable[tuple[str, int]] | Placement = ()) -> str:
+    ps_items = ps.items() if isinstance(ps, dict) else ps
+    parts = [f"{n}×{c}" for n, c in sorted(workers.items()) if c]
+    ps_parts = [f"{n}×{c}ps" for n, c in sorted(ps_items) if c]
+    return ", ".join(parts + ps_parts) or "nowhere"
