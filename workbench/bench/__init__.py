@@ -1,0 +1,1 @@
+"""`workbench bench NAME`: each module has `register(subparsers)`; all accept `--json`."""

@@ -1,0 +1,49 @@
+"""The `workbench` command. Subcommands live in `workbench/commands/*.py` and benchmarks in
+`workbench/bench/*.py`; each module exposes `register(subparsers)`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from .errors import WorkbenchError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import bench, commands
+
+    parser = argparse.ArgumentParser(
+        prog="workbench", description="Scheduling workbench for deep-learning training jobs.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module in _modules(commands):
+        module.register(sub)
+    bench_parser = sub.add_parser("bench", help="benchmarks that print ratios against an anchor")
+    bench_sub = bench_parser.add_subparsers(dest="bench", metavar="BENCH", required=True)
+    for module in _modules(bench):
+        module.register(bench_sub)
+    return parser
+
+
+def _modules(package):
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        if not info.name.startswith("_"):
+            yield importlib.import_module(f"{package.__name__}.{info.name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except WorkbenchError as e:
+        print(f"workbench: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("workbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

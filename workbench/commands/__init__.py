@@ -1,0 +1,1 @@
+"""`workbench` subcommands: each module has `register(subparsers)` setting `func`."""
