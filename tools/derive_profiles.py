@@ -1,0 +1,189 @@
+"""Derive the compact performance data shipped in `workbench/perf/data/` from the measured profiles.
+
+Run from the repository root (needs the shared data folder, which users do not have):
+
+    python tools/derive_profiles.py [--data /work/shared/data] [--out workbench/perf/data]
+
+Writes two files:
+
+- `pollux.json`: per Pollux application (Apache-2.0 data, attribution inside the file), the
+  step/sync times of `placements.csv` averaged per multiset of replicas-per-node (the artifact
+  keys a placement by its smallest rotation; a multiset merges those rotations) and per local
+  batch size; the same averaged per (num_nodes, num_replicas) for the grid used for other
+  placements (placements.csv rows grouped as in the artifact, plus scalability.csv); and the
+  validation curves (iteration, metric, progress, grad_sqr, grad_var per epoch). Floats are
+  rounded to 6 significant digits.
+- `ps_fit.json`: per DL2 model, only the fitted Optimus coefficients
+  speed = 1 / (θ0·M/w + θ1 + θ2·w/p + θ3·w + θ4·p) and the fit's error figures. The raw DL2
+  measurements (config_speed.txt, no licence) are NOT copied.
+
+The PS fit: speed is DL2's unit, the sum over workers of per-worker speeds (DL2 divides it by an
+epoch size counted in mini-batches, so: mini-batches per second summed over workers). M is the
+batch field of the data. Rows with zero speed (failed runs) are dropped; the fit is a nonnegative
+least squares on relative error (rows of 1/speed scaled by speed), then one pass that drops
+points whose relative error is above 4 times the median and refits (measurement outliers such as
+vgg-16 at 1 PS × 11 workers = 0.48). Both the all-points and the kept-points errors are stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import csv
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import nnls
+
+APPS = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
+MAX_EPOCHS = {"bert": 2, "cifar10": 100, "ncf": 10, "imagenet": 90, "deepspeech2": 80,
+              "yolov3": 50}
+MAX_LOCAL_BSZ = {"yolov3": 8}  # the artifact's override; others: max measured local batch
+
+PS_MODELS = ("resnet-50", "vgg-16", "resnext-110", "inception-bn", "seq2seq",
+             "cnn-text-classification", "dssm", "wlm")
+# DL2 per-model facts (pengyanghua/DL2 trace.py): local compute time per batch (s), model size
+# (MB), epoch size (mini-batches per epoch) and the job length share of MAX_NUM_EPOCHS.
+PS_COMPUTE = (0.449, 0.535, 0.226, 0.815, 0.075, 0.585, 0.567, 0.154)
+PS_MODEL_MB = (102.2, 553.4, 6.92, 42.1, 36.5, 24.0, 6.0, 19.2)
+PS_EPOCH_SIZE = (115, 115, 390, 120, 780, 193, 349, 165)
+PS_EPOCH_SHARE = (0.3, 0.96, 0.05, 0.54, 0.95, 0.46, 0.33, 0.23)
+PS_TESTBED_MAX_EPOCHS = 1000  # DL2 parameters.py, TESTBED setting
+
+POLLUX_NOTICE = ("Derived from the Pollux OSDI'21 artifact (petuum/adaptdl, branch osdi21-artifact,"
+                 " commit c793c70, simulator/traces), Copyright Petuum, Inc., Apache License 2.0."
+                 " Averaged and rounded by tools/derive_profiles.py.")
+DL2_NOTICE = ("Coefficients fitted to the DL2 testbed speeds (pengyanghua/DL2 commit 2e54920,"
+              " config_speed.txt); only fitted figures are shipped, not the measurements.")
+
+
+def r6(x: float) -> float:
+    return float(f"{x:.6g}")
+
+
+def read_csv(path: Path) -> list[dict[str, float]]:
+    with open(path, newline="") as f:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+
+
+def curve(rows: list[tuple[float, float, float]]) -> list[list[float]]:
+    """rows of (local_bsz, step, sync) -> [[bsz...], [step...], [sync...]] averaged per bsz."""
+    acc: dict[float, list[tuple[float, float]]] = defaultdict(list)
+    for b, st, sy in rows:
+        acc[b].append((st, sy))
+    bs = sorted(acc)
+    return [[r6(b) for b in bs],
+            [r6(float(np.mean([v[0] for v in acc[b]]))) for b in bs],
+            [r6(float(np.mean([v[1] for v in acc[b]]))) for b in bs]]
+
+
+def derive_app(app_dir: Path, app: str) -> dict:
+    placements = read_csv(app_dir / "placements.csv")
+    by_multiset: dict[str, list] = defaultdict(list)
+    by_grid: dict[str, list] = defaultdict(list)
+    for row in placements:
+        digits = [int(c) for c in str(int(row["placement"]))]
+        key = ",".join(str(c) for c in sorted(digits, reverse=True))
+        item = (row["local_bsz"], row["step_time"], row["sync_time"])
+        by_multiset[key].append(item)
+        by_grid[f"{len(digits)},{sum(digits)}"].append(item)
+    for row in read_csv(app_dir / "scalability.csv"):
+        key = f"{int(row['num_nodes'])},{int(row['num_replicas'])}"
+        by_grid[key].append((row["local_bsz"], row["step_time"], row["sync_time"]))
+    validation = {}
+    for path in sorted(app_dir.glob("validation-*.csv"), key=lambda p: int(p.stem.split("-")[1])):
+        rows = read_csv(path)
+        validation[path.stem.split("-")[1]] = {
+            col: [r6(r[col]) for r in rows]
+            for col in ("iteration", "metric", "progress", "grad_sqr", "grad_var")}
+    first = validation[min(validation, key=int)]["metric"]
+    return {
+        "max_epochs": MAX_EPOCHS[app],
+        "max_local_bsz": int(MAX_LOCAL_BSZ.get(app, max(r["local_bsz"] for r in placements))),
+        "metric_increases": bool(first[0] < first[-1]),
+        "placements": {k: curve(v) for k, v in sorted(by_multiset.items())},
+        "grid": {k: curve(v) for k, v in sorted(by_grid.items(),
+                                                  key=lambda kv: tuple(map(int, kv[0].split(","))))},
+        "validation": validation,
+    }
+
+
+def ps_features(w: np.ndarray, p: np.ndarray, m: float) -> np.ndarray:
+    return np.column_stack([m / w, np.ones_like(w), w / p, w, p])
+
+
+def _solve_relative(x: np.ndarray, s: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """NNLS of x·θ = 1/s in relative terms: rows scaled by s, so (s·x·θ - 1) is minimised."""
+    theta, _ = nnls(x[mask] * s[mask, None], np.ones(int(mask.sum())))
+    return theta
+
+
+def fit_ps(records: list[tuple]) -> dict:
+    out = {}
+    for i, model in enumerate(PS_MODELS):
+        rows = [r for r in records if r[0] == model]
+        m = float(rows[0][2])
+        p = np.array([r[3] for r in rows], float)
+        w = np.array([r[4] for r in rows], float)
+        s = np.array([sum(r[5]) for r in rows], float)
+        ok = s > 0
+        p, w, s = p[ok], w[ok], s[ok]
+        x = ps_features(w, p, m)
+
+        keep = np.ones(len(s), bool)
+        theta = _solve_relative(x, s, keep)
+        rel = np.abs(1.0 / (x @ theta) / s - 1.0)
+        keep = rel <= 4 * np.median(rel)
+        theta = _solve_relative(x, s, keep)
+        rel = np.abs(1.0 / (x @ theta) / s - 1.0)
+        out[model] = {
+            "theta": [float(f"{t:.8g}") for t in theta],
+            "batch": m,
+            "compute_time": PS_COMPUTE[i],
+            "model_mb": PS_MODEL_MB[i],
+            "epoch_size": PS_EPOCH_SIZE[i],
+            "epochs": round(PS_EPOCH_SHARE[i] * PS_TESTBED_MAX_EPOCHS),
+            "points": len(s),
+            "dropped_zero": int((~ok).sum()),
+            "outliers": int((~keep).sum()),
+            "max_ps": int(p.max()),
+            "max_workers": int(w.max()),
+            "median_rel_err": r6(float(np.median(rel[keep]))),
+            "mean_rel_err": r6(float(np.mean(rel[keep]))),
+            "mean_rel_err_all": r6(float(np.mean(rel))),
+            "max_rel_err": r6(float(np.max(rel[keep]))),
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path("/work/shared/data"))
+    parser.add_argument("--out", type=Path,
+                        default=Path(__file__).resolve().parents[1] / "workbench/perf/data")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    pollux = {"notice": POLLUX_NOTICE, "license": "Apache-2.0",
+              "apps": {a: derive_app(args.data / "pollux/profiles" / a, a) for a in APPS}}
+    with open(args.data / "dl2/config_speed.txt") as f:
+        records = [ast.literal_eval(line) for line in f if line.strip()]
+    ps = {"notice": DL2_NOTICE,
+          "form": "speed = 1/(t0*M/w + t1 + t2*w/p + t3*w + t4*p), mini-batches/s summed over"
+                  " workers; M = batch field",
+          "models": fit_ps(records)}
+    for name, obj in (("pollux.json", pollux), ("ps_fit.json", ps)):
+        path = args.out / name
+        path.write_text(json.dumps(obj, separators=(",", ":")) + "\n")
+        print(f"wrote {path} ({path.stat().st_size / 1024:.0f} KiB)")
+    for model, fit in ps["models"].items():
+        print(f"{model:25s} mean rel err {fit['mean_rel_err']:.3f} (all points"
+              f" {fit['mean_rel_err_all']:.3f}), outliers {fit['outliers']}")
+    assert all(math.isfinite(t) for f in ps["models"].values() for t in f["theta"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

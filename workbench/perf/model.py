@@ -1,0 +1,399 @@
+"""Performance models built from measured profiles: step time per placement, PS speed, convergence.
+
+All figures come from `workbench/perf/data/`, written by `tools/derive_profiles.py` from the
+measured Pollux profiles (Apache-2.0; attribution in `pollux.json`) and a fit to the DL2 testbed
+speeds (`ps_fit.json`; only the coefficients are shipped). Nothing here reads the shared data
+folder.
+
+Units: times in seconds, rates in iterations per second, batch sizes in samples.
+
+Step time of a Pollux application (`step_time(app, counts, local_bsz)`), `counts` = replicas per
+node, largest first:
+
+1. If the multiset `counts` was measured (placements.csv: up to 4 nodes × 4 GPUs; the artifact's
+   rotations of one multiset are averaged), interpolate that placement's curve in the local batch.
+2. Otherwise interpolate on a grid over (num_nodes, num_replicas): rows of placements.csv averaged
+   per (nodes, replicas) as the artifact does, plus scalability.csv (6, 8, 12, 16 nodes × 1-4
+   replicas per node). At each bracketing measured node count n_i the replica count is taken at
+   the same replicas-per-node ratio (r/n · n_i, clamped to that node count's measured range, so
+   more than 4 replicas per node costs what 4 per node cost), then blended linearly in nodes.
+   Beyond 16 nodes the sync part grows per doubling of nodes by what it grew from 8 to 16 nodes
+   (never shrinks): sync(n) = sync(16) + max(0, sync(16) - sync(8)) · log2(n / 16).
+3. In the local batch every curve is piecewise linear in log(local_bsz): log(step_time) and
+   sync_time are interpolated between measured batch sizes. Below the smallest measured batch
+   log(step) follows the first segment's log-log slope clipped to [0, 1]; above the largest the
+   compute part (step - sync) grows in proportion to the batch and sync stays.
+
+Gradient accumulation (the artifact's rule): if the local batch exceeds the app's max local
+batch, accum = ceil(local / max) - 1, each micro-step has local / (accum + 1) samples, and one
+iteration takes step + accum · (step - sync).
+
+PS jobs (DL2 models): speed = 1 / (θ0·M/w + θ1 + θ2·w/p + θ3·w + θ4·p) in DL2's unit, mini-batches
+per second summed over workers (DL2 divides it by an epoch size counted in mini-batches), so one
+"iteration" of a PS job is one worker mini-batch. M is the measured batch field; a different
+`batch_per_worker` scales the θ0 term in proportion (not measured: an assumption).
+
+Convergence: `total_iterations(app, b)` is the `iteration` of row (max_epochs - 1) of the
+validation file for batch b, interpolated linearly in batch size between measured batch sizes
+exactly as the Pollux artifact does; outside the measured range it scales as 1/b from the
+nearest measured size. `metric_at` interpolates the validation `metric` column in iterations
+(held at the first epoch's value before the first epoch ends, and at the last after) and blends
+the two bracketing batch sizes linearly in batch size at the same epoch count. For PS models the
+curve is synthetic: loss = 1/(a·k + 1) + 0.1 with k = epochs done and a = 20 / epochs, so the
+loss starts at 1.1 and ends near 0.148; it is not measured.
+
+Measured errors (see `fit_report()`, figures from the committed data; regenerate with
+`workbench bench perf`): leave-one-batch-out over placements rows, median relative error of
+step_time 1-4 % per app; leave-one-placement-out (the whole multiset removed, predicted from the
+(nodes, replicas) grid) median 2-8 %; leave-one-node-count-out of scalability (6, 8, 12 nodes
+predicted from neighbours) median 3-10 %; PS fit mean relative error 2.4-8.1 % per model after
+dropping outliers (3.1-11.6 % on all points).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from ..model import JobKind, JobSpec, Placement
+
+_LOG2 = math.log(2.0)
+
+
+class _Curve:
+    """Step and sync time against local batch, piecewise linear in log(local batch)."""
+
+    __slots__ = ("bmax", "bmin", "lo_slope", "logb", "logstep", "n", "sync")
+
+    def __init__(self, bsz: list[float], step: list[float], sync: list[float]) -> None:
+        self.logb = [math.log(b) for b in bsz]
+        self.logstep = [math.log(s) for s in step]
+        self.sync = [min(y, s) for y, s in zip(sync, step)]
+        self.bmin, self.bmax, self.n = bsz[0], bsz[-1], len(bsz)
+        if self.n > 1:
+            slope = (self.logstep[1] - self.logstep[0]) / (self.logb[1] - self.logb[0])
+            self.lo_slope = min(max(slope, 0.0), 1.0)
+        else:
+            self.lo_slope = 1.0
+
+    def at(self, b: float, lb: float) -> tuple[float, float]:
+        """(log step_time, sync_time) at local batch b (lb = log b)."""
+        logb = self.logb
+        if b >= self.bmax:
+            st, sy = math.exp(self.logstep[-1]), self.sync[-1]
+            if b > self.bmax:
+                st = sy + (st - sy) * b / self.bmax
+            return math.log(st), sy
+        if b <= self.bmin:
+            return self.logstep[0] + self.lo_slope * (lb - logb[0]), self.sync[0]
+        i = bisect.bisect_right(logb, lb)
+        x0, x1 = logb[i - 1], logb[i]
+        t = (lb - x0) / (x1 - x0)
+        ls, sy = self.logstep, self.sync
+        return ls[i - 1] + t * (ls[i] - ls[i - 1]), sy[i - 1] + t * (sy[i] - sy[i - 1])
+
+
+class _Grid:
+    """Curves over (num_nodes, num_replicas) for placements that were not measured directly."""
+
+    def __init__(self, cells: dict[tuple[int, int], _Curve]) -> None:
+        by_nodes: dict[int, list[tuple[int, _Curve]]] = {}
+        for (n, r), c in cells.items():
+            by_nodes.setdefault(n, []).append((r, c))
+        self.nodes = sorted(by_nodes)
+        self.reps = {n: [r for r, _ in sorted(v, key=lambda x: x[0])] for n, v in by_nodes.items()}
+        self.curves = {n: [c for _, c in sorted(v, key=lambda x: x[0])] for n, v in by_nodes.items()}
+
+    def _at_nodes(self, n: int, r: float, b: float, lb: float) -> tuple[float, float]:
+        reps, curves = self.reps[n], self.curves[n]
+        if r <= reps[0]:
+            return curves[0].at(b, lb)
+        if r >= reps[-1]:
+            return curves[-1].at(b, lb)
+        i = bisect.bisect_right(reps, r)
+        r0, r1 = reps[i - 1], reps[i]
+        a0, s0 = curves[i - 1].at(b, lb)
+        if r == r0:
+            return a0, s0
+        a1, s1 = curves[i].at(b, lb)
+        t = (r - r0) / (r1 - r0)
+        return a0 + t * (a1 - a0), s0 + t * (s1 - s0)
+
+    def at(self, n: int, r: int, b: float) -> tuple[float, float]:
+        """(step_time, sync_time)."""
+        lb = math.log(b)
+        q = r / n
+        nodes = self.nodes
+        if n in self.reps:
+            a, s = self._at_nodes(n, r, b, lb)
+            return math.exp(a), s
+        if n > nodes[-1]:
+            top, prev = nodes[-1], nodes[-2]
+            a, s = self._at_nodes(top, q * top, b, lb)
+            _, s_prev = self._at_nodes(prev, q * prev, b, lb)
+            extra = max(0.0, s - s_prev) / math.log(top / prev) * _LOG2 * math.log2(n / top)
+            return math.exp(a) + extra, s + extra
+        i = bisect.bisect_right(nodes, n)
+        n0, n1 = nodes[i - 1], nodes[i]
+        a0, s0 = self._at_nodes(n0, q * n0, b, lb)
+        a1, s1 = self._at_nodes(n1, q * n1, b, lb)
+        t = (n - n0) / (n1 - n0)
+        return math.exp(a0 + t * (a1 - a0)), s0 + t * (s1 - s0)
+
+
+class _App:
+    def __init__(self, name: str, d: dict[str, Any]) -> None:
+        self.name = name
+        self.max_epochs = int(d["max_epochs"])
+        self.max_local_bsz = int(d["max_local_bsz"])
+        self.metric_increases = bool(d["metric_increases"])
+        self.placement_data = {tuple(int(c) for c in k.split(",")): v
+                               for k, v in d["placements"].items()}
+        self.grid_data = {tuple(int(c) for c in k.split(",")): v for k, v in d["grid"].items()}
+        self.placements = {k: _Curve(*v) for k, v in self.placement_data.items()}
+        self.grid = _Grid({k: _Curve(*v) for k, v in self.grid_data.items()})
+        val = sorted(((int(b), v) for b, v in d["validation"].items()), key=lambda x: x[0])
+        self.val_bsz = [b for b, _ in val]
+        self.val = [v for _, v in val]
+        self.total_iters = [v["iteration"][self.max_epochs - 1] for v in self.val]
+
+    def step(self, counts: tuple[int, ...], b: float) -> tuple[float, float]:
+        curve = self.placements.get(counts)
+        if curve is not None:
+            a, s = curve.at(b, math.log(b))
+            return math.exp(a), s
+        return self.grid.at(len(counts), sum(counts), b)
+
+
+class PerfModel:
+    """Throughput and convergence of the profiled applications. See the module docstring."""
+
+    def __init__(self, pollux: dict[str, Any], ps_fit: dict[str, Any], cached: bool = True) -> None:
+        self._apps = {name: _App(name, d) for name, d in pollux["apps"].items()}
+        self._ps = ps_fit["models"]
+        self.applications: tuple[str, ...] = tuple(self._apps)
+        self.ps_models: tuple[str, ...] = tuple(self._ps)
+        self.notice = pollux.get("notice", "")
+        self.cached = cached
+        self._step_cache: dict[tuple, tuple[float, float]] = {}
+        self._rate_cache: dict[tuple, float] = {}
+        self._report: dict | None = None
+
+    @classmethod
+    def from_package(cls, cached: bool = True) -> PerfModel:
+        pollux, ps = _package_data()
+        return cls(pollux, ps, cached=cached)
+
+    def clear_cache(self) -> None:
+        self._step_cache.clear()
+        self._rate_cache.clear()
+
+    # ---- Pollux applications (all-reduce) ------------------------------------------------
+
+    def _app(self, app: str) -> _App:
+        try:
+            return self._apps[app]
+        except KeyError:
+            raise KeyError(f"no measured profile for application {app!r};"
+                           f" known: {', '.join(self.applications)}") from None
+
+    def step_and_sync(self, app: str, counts: tuple[int, ...], local_bsz: float
+                      ) -> tuple[float, float]:
+        """(step_time, sync_time) in seconds of one iteration at that placement and local batch."""
+        key = (app, counts, local_bsz)
+        if self.cached:
+            hit = self._step_cache.get(key)
+            if hit is not None:
+                return hit
+        if not counts or local_bsz <= 0:
+            raise ValueError(f"{app}: need replicas and a positive local batch,"
+                             f" got {counts}, {local_bsz}")
+        out = self._app(app).step(counts, float(local_bsz))
+        if self.cached:
+            self._step_cache[key] = out
+        return out
+
+    def step_time(self, app: str, counts: tuple[int, ...], local_bsz: float) -> float:
+        """Seconds per iteration; counts = replicas per node, largest first."""
+        return self.step_and_sync(app, counts, local_bsz)[0]
+
+    def sync_time(self, app: str, counts: tuple[int, ...], local_bsz: float) -> float:
+        return self.step_and_sync(app, counts, local_bsz)[1]
+
+    def accumulated_step_time(self, app: str, counts: tuple[int, ...], batch_size: float) -> float:
+        """Seconds per iteration at total batch `batch_size`, with gradient accumulation when the
+        local batch exceeds the app's max local batch."""
+        n = sum(counts)
+        local = batch_size / n
+        cap = self._app(app).max_local_bsz
+        if local > cap:
+            accum = math.ceil(local / cap - 1e-8) - 1
+            st, sy = self.step_and_sync(app, counts, local / (accum + 1))
+            return st + accum * (st - sy)
+        return self.step_and_sync(app, counts, local)[0]
+
+    def max_local_bsz(self, app: str) -> int:
+        return self._app(app).max_local_bsz
+
+    def max_epochs(self, app: str) -> int:
+        if app in self._ps:
+            return int(self._ps[app]["epochs"])
+        return self._app(app).max_epochs
+
+    def measured_batch_sizes(self, app: str) -> tuple[int, ...]:
+        return tuple(self._app(app).val_bsz)
+
+    # ---- Job-level rates -----------------------------------------------------------------
+
+    def iteration_rate(self, spec: JobSpec, workers: Placement, ps: Placement) -> float:
+        """Iterations per second of the whole job at this placement; 0.0 if it cannot train."""
+        counts = tuple(sorted((c for c in workers.values() if c > 0), reverse=True))
+        if not counts:
+            return 0.0
+        if spec.kind == JobKind.PS:
+            n_ps = sum(ps.values())
+            key = (spec.application, True, spec.batch_size, sum(counts), n_ps)
+        else:
+            n_ps = 0
+            key = (spec.application, False, spec.batch_size, counts, 0)
+        if self.cached:
+            hit = self._rate_cache.get(key)
+            if hit is not None:
+                return hit
+        if spec.kind == JobKind.PS:
+            rate = self.ps_speed(spec.application, sum(counts), n_ps)
+        else:
+            rate = 1.0 / self.accumulated_step_time(spec.application, counts, spec.batch_size)
+        if self.cached:
+            self._rate_cache[key] = rate
+        return rate
+
+    def ideal_rate(self, spec: JobSpec, workers: int, gpus_per_node: int = 4) -> float:
+        """Rate when the workers are packed on as few nodes as possible. PS jobs use
+        spec.num_ps parameter servers, or if that is 0 the best count from 1 to `workers`."""
+        if workers <= 0:
+            return 0.0
+        if spec.kind == JobKind.PS:
+            if spec.num_ps > 0:
+                return self.ps_speed(spec.application, workers, spec.num_ps)
+            return max(self.ps_speed(spec.application, workers, p) for p in range(1, workers + 1))
+        full, rest = divmod(workers, gpus_per_node)
+        counts = (gpus_per_node,) * full + ((rest,) if rest else ())
+        return 1.0 / self.accumulated_step_time(spec.application, counts, spec.batch_size)
+
+    # ---- Parameter-server models (DL2) ---------------------------------------------------
+
+    def ps_speed(self, model: str, workers: int, ps: int, batch_per_worker: int | None = None
+                 ) -> float:
+        """Fitted Optimus-form speed, mini-batches per second summed over workers (DL2's unit);
+        0.0 without workers or parameter servers."""
+        if workers <= 0 or ps <= 0:
+            return 0.0
+        try:
+            fit = self._ps[model]
+        except KeyError:
+            raise KeyError(f"no PS speed fit for model {model!r};"
+                           f" known: {', '.join(self.ps_models)}") from None
+        t0, t1, t2, t3, t4 = fit["theta"]
+        m = fit["batch"] if batch_per_worker is None else batch_per_worker
+        w, p = float(workers), float(ps)
+        return 1.0 / (t0 * m / w + t1 + t2 * w / p + t3 * w + t4 * p)
+
+    # ---- Convergence ---------------------------------------------------------------------
+
+    def total_iterations(self, app: str, batch_size: float) -> float:
+        """Iterations to finish the app's max epochs at this total batch size."""
+        if app in self._ps:
+            fit = self._ps[app]
+            return float(fit["epochs"] * fit["epoch_size"])
+        a = self._app(app)
+        return _interp_batch(a.val_bsz, a.total_iters, batch_size)
+
+    def epoch_iterations(self, app: str, batch_size: float) -> float:
+        """Iterations per epoch (average over the app's max epochs) at this total batch size."""
+        if app in self._ps:
+            return float(self._ps[app]["epoch_size"])
+        return self.total_iterations(app, batch_size) / self._app(app).max_epochs
+
+    def metric_at(self, app: str, batch_size: float, iterations: float) -> float:
+        """Validation metric after `iterations` at total batch `batch_size` (measured curve,
+        interpolated; PS models: the synthetic loss of the module docstring)."""
+        if app in self._ps:
+            epochs = self._ps[app]["epochs"]
+            k = max(iterations, 0.0) / self._ps[app]["epoch_size"]
+            return 1.0 / (20.0 / epochs * k + 1.0) + 0.1
+        a = self._app(app)
+        epochs_done = iterations / self.epoch_iterations(app, batch_size)
+        bs = a.val_bsz
+        if batch_size <= bs[0]:
+            return self._metric_on(a, 0, epochs_done)
+        if batch_size >= bs[-1]:
+            return self._metric_on(a, len(bs) - 1, epochs_done)
+        i = bisect.bisect_right(bs, batch_size)
+        m0 = self._metric_on(a, i - 1, epochs_done)
+        if batch_size == bs[i - 1]:
+            return m0
+        m1 = self._metric_on(a, i, epochs_done)
+        t = (batch_size - bs[i - 1]) / (bs[i] - bs[i - 1])
+        return m0 + t * (m1 - m0)
+
+    def metric_increases(self, app: str) -> bool:
+        """True if the app's metric improves upwards (accuracy), False for loss-like metrics."""
+        if app in self._ps:
+            return False
+        return self._app(app).metric_increases
+
+    def _metric_on(self, a: _App, i: int, epochs_done: float) -> float:
+        v = a.val[i]
+        iters = v["iteration"]
+        per_epoch = a.total_iters[i] / a.max_epochs
+        x = epochs_done * per_epoch
+        metric = v["metric"]
+        if x <= iters[0]:
+            return metric[0]
+        if x >= iters[-1]:
+            return metric[-1]
+        j = bisect.bisect_right(iters, x)
+        t = (x - iters[j - 1]) / (iters[j] - iters[j - 1])
+        return metric[j - 1] + t * (metric[j] - metric[j - 1])
+
+    # ---- Report --------------------------------------------------------------------------
+
+    def fit_report(self) -> dict:
+        """Hold-out interpolation errors per app and PS fit errors per model (see _report.py)."""
+        if self._report is None:
+            from ._report import build_report
+
+            self._report = build_report(self)
+        return self._report
+
+
+def _interp_batch(bs: list[int], ys: list[float], b: float) -> float:
+    """Linear in batch size between measured sizes (the artifact's rule); 1/b outside."""
+    if b <= bs[0]:
+        return ys[0] * bs[0] / b
+    if b >= bs[-1]:
+        return ys[-1] * bs[-1] / b
+    i = bisect.bisect_right(bs, b)
+    b0, b1 = bs[i - 1], bs[i]
+    if b == b0:
+        return float(ys[i - 1])
+    return ((b - b0) * ys[i] + (b1 - b) * ys[i - 1]) / (b1 - b0)
+
+
+@lru_cache(maxsize=1)
+def _package_data() -> tuple[dict, dict]:
+    data = resources.files(__package__) / "data"
+    pollux = json.loads((data / "pollux.json").read_text())
+    ps = json.loads((data / "ps_fit.json").read_text())
+    return pollux, ps
+
+
+@lru_cache(maxsize=1)
+def default_perf() -> PerfModel:
+    """The shared, cached model built from the package data."""
+    return PerfModel.from_package()
