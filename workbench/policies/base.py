@@ -19,6 +19,10 @@ class Policy:
     def schedule(self, state: ClusterState) -> list[Action]:
         raise NotImplementedError
 
+    def next_wakeup(self, state: ClusterState | None) -> float | None:
+        """A time at which this engine wants a round even if nothing else happens."""
+        return None
+
     def reset(self) -> None:
         """Forget learning state (called when a run starts from scratch)."""
 

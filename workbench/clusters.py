@@ -1,0 +1,49 @@
+"""Cluster presets and parsing of `--cluster` / `--nodes` options."""
+
+from __future__ import annotations
+
+from .errors import ConfigError
+from .model import Node
+
+# name -> (nodes, GPUs per node, CPUs, memory GiB, GPU model, nodes per rack, why)
+PRESETS: dict[str, tuple[int, int, int, int, str, int, str]] = {
+    "default": (16, 4, 48, 192, "T4", 4,
+                "the Pollux OSDI'21 evaluation cluster: 16 nodes x 4 GPUs (g4dn.12xlarge)"),
+    "small": (4, 4, 48, 192, "T4", 2, "a 16-GPU cluster for demos and tests"),
+    "philly": (50, 8, 64, 512, "P100", 10,
+               "400 GPUs: the Philly trace's mean demand is 374 GPUs, so load is ~0.94"),
+    "large": (1000, 8, 64, 512, "V100", 40, "1,000 8-GPU nodes for UI and speed tests"),
+}
+
+
+def make_cluster(nodes: int, gpus_per_node: int = 4, cpus: float = 48, mem: float = 192,
+                 gpu_model: str = "T4", nodes_per_rack: int = 4, prefix: str = "node") -> list[Node]:
+    if nodes < 1:
+        raise ConfigError(f"--nodes: expected a positive integer, got {nodes}")
+    if gpus_per_node < 0:
+        raise ConfigError(f"--gpus-per-node: expected >= 0, got {gpus_per_node}")
+    width = max(2, len(str(nodes - 1)))
+    return [Node(f"{prefix}-{i:0{width}d}", float(cpus), float(mem), int(gpus_per_node), gpu_model,
+                 f"rack-{i // max(nodes_per_rack, 1)}") for i in range(nodes)]
+
+
+def preset(name: str) -> list[Node]:
+    if name not in PRESETS:
+        raise ConfigError(f"--cluster: unknown preset {name!r}; choose from {', '.join(PRESETS)}")
+    n, g, c, m, model, per_rack, _ = PRESETS[name]
+    return make_cluster(n, g, c, m, model, per_rack)
+
+
+def parse_cluster(spec: str | None, nodes: int | None = None, gpus_per_node: int | None = None
+                  ) -> list[Node]:
+    """`--cluster NAME` or `--cluster NxG` (e.g. 16x4), optionally overridden by --nodes/--gpus."""
+    spec = spec or "default"
+    if "x" in spec and spec.replace("x", "").isdigit():
+        n_s, g_s = spec.split("x", 1)
+        n, g, c, m, model, per_rack = int(n_s), int(g_s), 12 * int(g_s) or 16, 48 * int(g_s) or 64, "T4", 4
+    else:
+        if spec not in PRESETS:
+            raise ConfigError(f"--cluster: expected a preset ({', '.join(PRESETS)}) or NxG like 16x4,"
+                              f" got {spec!r}")
+        n, g, c, m, model, per_rack, _ = PRESETS[spec]
+    return make_cluster(nodes or n, g if gpus_per_node is None else gpus_per_node, c, m, model, per_rack)

@@ -1,0 +1,252 @@
+"""The Controller: the only place where a policy and a backend meet.
+
+Each scheduling round it observes the backend, asks the active policy for actions,
+applies them and records what happened and why. Rounds fall on a grid of the policy's
+`round_interval`; a round with nothing new to decide (no arrival, completion, fault or
+policy wake-up since the last) is skipped, which is what makes long traces fast.
+Switching the policy swaps one object between rounds; no job is touched by the switch.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Sequence
+
+from .backend import Backend, Outcome
+from .model import Action, ClusterState, JobState, Reject, Wait
+from .policies.base import Policy
+
+
+@dataclass(frozen=True)
+class Decision:
+    time: float
+    policy: str
+    action: str  # Place, Scale, Migrate, Suspend, Admit, Reject, Wait
+    job: str
+    reason: str
+    applied: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timeline point, taken at each round."""
+
+    time: float
+    policy: str
+    gpus_allocated: float
+    gpus_total: float
+    cpus_allocated: float
+    cpus_total: float
+    queued: int
+    running: int
+    completed: int
+    deadline_hits: int
+    deadline_misses: int
+
+
+@dataclass
+class Recorder:
+    """The run's history: decisions with reasons, a timeline, and policy switches."""
+
+    decisions: list[Decision] = field(default_factory=list)
+    timeline: list[Sample] = field(default_factory=list)
+    switches: list[tuple[float, str, str]] = field(default_factory=list)  # (time, from, to)
+    record_waits: bool = True
+    timeline_every: float = 0.0  # seconds between timeline samples (0: every round)
+    _completed: int = 0
+    _hits: int = 0
+    _misses: int = 0
+    _last_sample: float = -math.inf
+
+    def record_round(self, t: float, policy: str, outcomes: Sequence[Outcome]) -> None:
+        for o in outcomes:
+            if isinstance(o.action, Wait) and not self.record_waits:
+                continue
+            self.decisions.append(Decision(t, policy, type(o.action).__name__, o.action.job,
+                                           o.action.reason, o.applied, o.detail))
+
+    def sample(self, state: ClusterState, policy: str, finished: Iterable) -> None:
+        for job in finished:
+            if job.state is JobState.COMPLETED:
+                self._completed += 1
+                if job.spec.deadline is not None:
+                    if job.finish_time <= job.spec.deadline:
+                        self._hits += 1
+                    else:
+                        self._misses += 1
+            elif job.spec.deadline is not None:
+                self._misses += 1
+        if state.now - self._last_sample < self.timeline_every:
+            return
+        self._last_sample = state.now
+        up = state.node_up
+        queued = running = 0
+        for j in state.jobs.values():
+            if j.state is JobState.RUNNING:
+                running += 1
+            elif j.state in (JobState.PENDING, JobState.HOLDING):
+                queued += 1
+        self.timeline.append(Sample(
+            state.now, policy, float(state.allocated[:, 2].sum()), float(state.capacity[up, 2].sum()),
+            float(state.allocated[:, 0].sum()), float(state.capacity[up, 0].sum()),
+            queued, running, self._completed, self._hits, self._misses))
+
+    def why(self, job: str) -> list[Decision]:
+        return [d for d in self.decisions if d.job == job]
+
+
+@dataclass
+class RoundReport:
+    time: float
+    policy: str
+    actions: int
+    refused: int
+    seconds: float
+
+
+class Controller:
+    def __init__(self, backend: Backend, policy: Policy, recorder: Recorder | None = None) -> None:
+        self.backend = backend
+        self.policy = policy
+        self.recorder = recorder or Recorder()
+        self._pending_switch: Policy | None = None
+        self._last_round: float | None = None
+        self._known_finished: set[str] = set()
+        self.rounds = 0
+        self.stalled: list[str] = []
+
+    # ---- live switching -----------------------------------------------------------------
+
+    def switch(self, policy: Policy) -> None:
+        """Use `policy` from the next round on. Jobs keep their placements and progress."""
+        self._pending_switch = policy
+
+    def _take_switch(self) -> None:
+        if self._pending_switch is not None:
+            new = self._pending_switch
+            self._pending_switch = None
+            if new is not self.policy:
+                self.recorder.switches.append((self.backend.now, self.policy.name, new.name))
+                self.policy = new
+                self._force_round = True
+
+    _force_round = True
+
+    # ---- the loop -----------------------------------------------------------------------
+
+    def next_round_time(self) -> float | None:
+        """When the next round should happen, on the policy's grid; None if never."""
+        interval = self.policy.round_interval
+        now = self.backend.now
+        if self._last_round is None or self._force_round:
+            return now
+        candidates = []
+        nxt = self.backend.next_event_time()
+        if nxt is not None:
+            candidates.append(nxt)
+        wake = self.policy.next_wakeup(self._last_state)
+        if self.policy.needs_every_round and self._last_state is not None and self._last_state.active:
+            candidates.append(self._last_round + interval)
+        if wake is not None:
+            candidates.append(wake)
+        if not candidates:
+            return None
+        t = max(min(candidates), self._last_round + interval)
+        # Rounds fall on the grid k * interval after the first round.
+        k = math.ceil((t - self._last_round) / interval - 1e-9)
+        return self._last_round + k * interval
+
+    _last_state: ClusterState | None = None
+
+    def step(self) -> RoundReport | None:
+        """Run one scheduling round (advancing the clock to it). None when the run is over."""
+        self._take_switch()
+        if self.backend.done():
+            return None
+        t = self.next_round_time()
+        if t is None:
+            self._handle_stall()
+            return None
+        self.backend.advance(t)
+        return self.round()
+
+    def round(self) -> RoundReport:
+        """Observe, decide, apply, record, at the backend's current time."""
+        self._take_switch()
+        t0 = time.perf_counter()
+        state = self.backend.observe()
+        actions: list[Action] = self.policy.schedule(state)
+        outcomes = self.backend.apply(actions) if actions else []
+        now = self.backend.now
+        self.recorder.record_round(now, self.policy.name, outcomes)
+        state = self.backend.observe() if actions else state
+        self.recorder.sample(state, self.policy.name, self._newly_finished())
+        self._last_round = now
+        self._last_state = state
+        self._force_round = False
+        self.rounds += 1
+        refused = sum(not o.applied for o in outcomes)
+        return RoundReport(now, self.policy.name, len(outcomes), refused, time.perf_counter() - t0)
+
+    def _newly_finished(self) -> list:
+        jobs = getattr(self.backend, "jobs", {})
+        out = []
+        if len(self._known_finished) + len(getattr(self.backend, "active", {})) == len(jobs):
+            return out
+        for name, job in jobs.items():
+            if job.state.finished and name not in self._known_finished:
+                self._known_finished.add(name)
+                out.append(job)
+        return out
+
+    def run(self, until: float | None = None, progress: Callable[[float], None] | None = None,
+            max_rounds: int | None = None) -> None:
+        """Run rounds until every job is done (or `until`, or `max_rounds`)."""
+        n = 0
+        while not self.backend.done():
+            t = self.next_round_time()
+            if t is None:
+                self._handle_stall()
+                break
+            if until is not None and t > until:
+                self.backend.advance(until)
+                break
+            self.backend.advance(t)
+            self.round()
+            n += 1
+            if progress is not None and n % 200 == 0:
+                progress(self.backend.now)
+            if max_rounds is not None and n >= max_rounds:
+                break
+        if progress is not None:
+            progress(self.backend.now)
+
+    def _handle_stall(self) -> None:
+        """Nothing will ever change again but jobs remain: the policy is stuck (e.g. a gang
+        deadlock of pods holding resources). End those jobs with the reason, so none is lost."""
+        state = self.backend.observe()
+        stuck = list(state.active)
+        if not stuck:
+            return
+        self.stalled = [j.name for j in stuck]
+        reasons = [Reject(j.name, f"stalled: nothing can change; last reason: {j.reason}") for j in stuck]
+        outcomes = self.backend.apply(reasons)
+        self.recorder.record_round(self.backend.now, "controller", outcomes)
+        self.recorder.sample(self.backend.observe(), "controller", self._newly_finished())
+
+    # ---- what-if ------------------------------------------------------------------------
+
+    def what_if(self, policies: dict[str, Policy], until: float | None = None) -> dict[str, "Controller"]:
+        """Fork the backend's current state and run each policy forward on its own copy."""
+        if not hasattr(self.backend, "fork"):
+            raise TypeError("what-if needs a backend that can fork (the simulator)")
+        runs = {}
+        for name, policy in policies.items():
+            twin = Controller(self.backend.fork(), policy)
+            twin._known_finished = set(self._known_finished)
+            twin.run(until=until)
+            runs[name] = twin
+        return runs

@@ -1,0 +1,48 @@
+"""FIFO with gang scheduling: jobs start in arrival order, all of their tasks or none."""
+
+from __future__ import annotations
+
+from ..model import Action, ClusterState, Place, Wait
+from .base import Policy, register
+from .common import by_arrival, reject_impossible, wait_reason
+from .placement import Ledger
+
+
+@register("fifo")
+class FifoPolicy(Policy):
+    """Strict FIFO by default (the head of the queue blocks the rest, no starvation);
+    `backfill=True` lets later jobs that fit start while the head waits."""
+
+    def __init__(self, backfill: bool = False, round_interval: float = 60.0) -> None:
+        self.backfill = backfill
+        self.round_interval = round_interval
+
+    def schedule(self, state: ClusterState) -> list[Action]:
+        actions, queue = reject_impossible(state, by_arrival(state.waiting))
+        if not queue:
+            return actions
+        ledger = Ledger(state)
+        free_gpus = ledger.free[:, 2].sum()
+        blocked_by = None
+        for pos, job in enumerate(queue):
+            n = job.spec.initial_workers
+            if blocked_by is not None and not self.backfill:
+                if pos < 50 and job.reason != (r := f"waiting: behind {blocked_by} in FIFO order"):
+                    actions.append(Wait(job.name, r))
+                continue
+            if job.spec.worker_demand.gpu * n > free_gpus + 1e-9:  # quick reject, no search
+                placement = None
+            else:
+                placement = ledger.place_gang(job, n)
+            if placement is None:
+                w = wait_reason(ledger, job, n, pos)
+                if w:
+                    actions.append(w)
+                blocked_by = blocked_by or job.name
+                continue
+            workers, ps = placement
+            ledger.take(workers, job.spec.worker_demand)
+            ledger.take(ps, job.spec.ps_demand)
+            free_gpus -= job.spec.worker_demand.gpu * n
+            actions.append(Place(job.name, "started: first in FIFO order that fits", workers, ps))
+        return actions

@@ -1,0 +1,190 @@
+"""Placement helpers shared by the engines: how many tasks fit where, and gang placement.
+
+All work on a `free` array (nodes x 3: CPU, MEM, GPU) plus the per-GPU free fractions, so a
+policy can place several jobs in one round by subtracting as it goes (`Ledger`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..model import CPU, GPU, MEM, ClusterState, JobStatus, Placement, Resources
+
+_EPS = 1e-9
+
+
+class Ledger:
+    """A policy's working copy of free resources within one round."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.free = state.free.copy()
+        self.gpu_free = np.where(state.node_up[:, None], state.gpu_free, np.nan)
+        self.names = [n.name for n in state.nodes]
+        self.index = state.node_index
+
+    # -- capacity questions -------------------------------------------------------------
+
+    def fit_counts(self, demand: Resources) -> np.ndarray:
+        """How many tasks of `demand` each node can take now."""
+        d = demand.as_array()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per = np.where(d[:2] > 0, np.floor((self.free[:, :2] + _EPS) / d[:2]), np.inf)
+        counts = per.min(axis=1)
+        g = demand.gpu
+        if g > 0:
+            counts = np.minimum(counts, self._gpu_fit(g))
+        counts[~np.isfinite(counts)] = 10**6
+        return counts.astype(np.int64)
+
+    def _gpu_fit(self, g: float) -> np.ndarray:
+        gf = np.nan_to_num(self.gpu_free, nan=0.0)
+        if g >= 1:
+            whole = (gf >= 1 - _EPS).sum(axis=1)
+            return whole // int(round(g))
+        return np.floor((gf + _EPS) / g).sum(axis=1)
+
+    def total_fit(self, demand: Resources) -> int:
+        return int(self.fit_counts(demand).sum())
+
+    # -- taking resources -----------------------------------------------------------------
+
+    def take(self, placement: Placement, demand: Resources) -> None:
+        d = demand.as_array()
+        for name, count in placement.items():
+            i = self.index[name]
+            self.free[i] -= d * count
+            self._take_gpus(i, demand.gpu, count)
+
+    def give_back(self, placement: Placement, demand: Resources) -> None:
+        """Return a job's resources to the ledger (e.g. when planning a preemption)."""
+        d = demand.as_array()
+        for name, count in placement.items():
+            i = self.index[name]
+            self.free[i] += d * count
+            self._return_gpus(i, demand.gpu, count)
+
+    def _take_gpus(self, i: int, g: float, count: int) -> None:
+        if g <= 0:
+            return
+        row = self.gpu_free[i]
+        for _ in range(count):
+            if g >= 1:
+                idx = np.flatnonzero(row >= 1 - _EPS)[: int(round(g))]
+                row[idx] = 0.0
+            else:
+                ok = np.flatnonzero(row + _EPS >= g)
+                if len(ok):
+                    best = ok[np.argmin(row[ok])]
+                    row[best] -= g
+
+    def _return_gpus(self, i: int, g: float, count: int) -> None:
+        if g <= 0:
+            return
+        row = self.gpu_free[i]
+        valid = ~np.isnan(row)
+        for _ in range(count):
+            if g >= 1:
+                idx = np.flatnonzero(valid & (row <= _EPS))[: int(round(g))]
+                row[idx] = 1.0
+            else:
+                idx = np.flatnonzero(valid & (row + g <= 1 + _EPS))
+                if len(idx):
+                    row[idx[np.argmax(1 - row[idx])]] += g
+
+    # -- placement strategies -------------------------------------------------------------
+
+    def pack(self, demand: Resources, count: int, *, max_per_node: int | None = None,
+             prefer: np.ndarray | None = None) -> Placement | None:
+        """Place `count` tasks on as few nodes as possible, fullest fit first; None if not."""
+        if count <= 0:
+            return {}
+        fits = self.fit_counts(demand)
+        if max_per_node is not None:
+            fits = np.minimum(fits, max_per_node)
+        if fits.sum() < count:
+            return None
+        # A node that takes the whole job alone, the tightest such: best locality, least waste.
+        whole = np.flatnonzero(fits >= count)
+        if len(whole):
+            key = fits[whole] - (0 if prefer is None else prefer[whole] * 1e6)
+            return {self.names[whole[np.argmin(key)]]: count}
+        order = np.argsort(-fits, kind="stable")
+        if prefer is not None:
+            order = np.lexsort((-fits, -prefer))
+        placement: Placement = {}
+        left = count
+        for i in order:
+            if left == 0 or fits[i] == 0:
+                break
+            take = int(min(fits[i], left))
+            placement[self.names[i]] = take
+            left -= take
+        return placement if left == 0 else None
+
+    def spread_one(self, demand: Resources) -> str | None:
+        """Kube-default style for one pod: feasible node with the least allocated share."""
+        fits = self.fit_counts(demand)
+        ok = np.flatnonzero(fits > 0)
+        if not len(ok):
+            return None
+        cap = self.state.capacity[ok]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(cap > 0, self.free[ok] / cap, 0.0)
+        # LeastAllocated: mean free share over CPU and memory (and GPU where the node has any).
+        used = cap > 0
+        score = (share * used).sum(axis=1) / np.maximum(used.sum(axis=1), 1)
+        return self.names[ok[int(np.argmax(score))]]
+
+    def place_gang(self, job: JobStatus, workers: int, ps: int | None = None
+                   ) -> tuple[Placement, Placement] | None:
+        """All of a job's workers and PS on as few nodes as possible, or None."""
+        ps = job.spec.num_ps if ps is None else ps
+        need = job.spec.worker_demand.as_array() * workers + job.spec.ps_demand.as_array() * ps
+        if (need > self.free.sum(axis=0) + _EPS).any():  # cheap: not even in total
+            return None
+        wp = self.pack(job.spec.worker_demand, workers)
+        if wp is None:
+            return None
+        self.take(wp, job.spec.worker_demand)
+        # PS next to the workers where possible: prefer nodes already hosting the job.
+        prefer = np.zeros(len(self.names))
+        for n in wp:
+            prefer[self.index[n]] = 1
+        pp = self.pack(job.spec.ps_demand, ps, prefer=prefer)
+        self.give_back(wp, job.spec.worker_demand)
+        if pp is None:
+            return None
+        return wp, pp
+
+    def largest_block(self, demand: Resources) -> int:
+        return int(self.fit_counts(demand).max(initial=0))
+
+
+def never_fits(job: JobStatus, state: ClusterState) -> str | None:
+    """Why a job cannot run even on the empty cluster at its minimum size, or None."""
+    spec = job.spec
+    cap = state.capacity[state.node_up]
+    if not len(cap):
+        return None  # every node down: wait for recovery rather than reject
+    need = spec.worker_demand.as_array() * spec.min_workers + spec.ps_demand.as_array() * spec.num_ps
+    have = cap.sum(axis=0)
+    for r, name in ((CPU, "CPUs"), (MEM, "GiB memory"), (GPU, "GPUs")):
+        if need[r] > have[r] + _EPS:
+            return f"rejected: needs {need[r]:g} {name}, the whole cluster has {have[r]:g}"
+    return None
+
+
+def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
+    """A short 'why waiting' for a gang that does not fit."""
+    d = job.spec.worker_demand
+    free_tasks = ledger.total_fit(d)
+    block = ledger.largest_block(d)
+    unit = "GPUs" if d.gpu >= 1 else "worker slots"
+    per = int(round(d.gpu)) if d.gpu >= 1 else 1
+    if free_tasks < workers:
+        return f"waiting: needs {workers * per} {unit}, {free_tasks * per} free in the cluster"
+    return f"waiting: needs {workers * per} {unit}; {free_tasks * per} free but spread, largest block {block * per}"
+
+
+__all__ = ["Ledger", "never_fits", "describe_shortfall", "MEM"]

@@ -1,0 +1,566 @@
+"""The discrete-event simulator: `SimBackend` jumps from event to event on a virtual clock.
+
+Events are job arrivals, completions, the end of a checkpoint-restart delay, and injected
+node failures/recoveries. Between events every running job advances at the rate the
+performance model gives for its current placement; progress is brought up to date lazily
+(when observed or when the job changes), so a step costs O(events), not O(jobs).
+
+Modelling choices (documented defaults):
+- Every change of a job's allocation, its first start included, costs `restart_delay`
+  seconds with no progress (30 s, as in the Pollux artifact's simulator).
+- A failed node's jobs go back to waiting with the progress of their last checkpoint,
+  taken every `checkpoint_interval` seconds of training (default 600 s).
+- Contention (off by default): co-located jobs whose summed CPU demand exceeds a node's
+  cores slow each other in proportion to their requests (see `_contention_factor`).
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+from dataclasses import dataclass, field
+from typing import Sequence
+
+import numpy as np
+
+from ..backend import Outcome
+from ..model import (
+    CPU, GPU, MEM, Action, Admit, ClusterState, JobSpec, JobState, JobStatus, Migrate, Node,
+    Place, Placement, Reject, Resources, Scale, Suspend, Wait, describe_placement,
+    merge_placements, total,
+)
+
+_EPS = 1e-9
+
+
+@dataclass(frozen=True, order=True)
+class Fault:
+    """Node `node` fails at `time` and comes back `duration` seconds later (None: never)."""
+
+    time: float
+    node: str
+    duration: float | None = 3600.0
+
+
+@dataclass
+class Usage:
+    """Integrals over time, for utilisation metrics (resource-seconds)."""
+
+    gpu_allocated: float = 0.0
+    gpu_effective: float = 0.0  # held by jobs that are training, not waiting or restarting
+    cpu_allocated: float = 0.0
+    cpu_effective: float = 0.0
+    gpu_capacity: float = 0.0
+    cpu_capacity: float = 0.0
+
+
+@dataclass
+class _Held:
+    """Resources a job holds: per node, the tasks and the GPU indices (with fractions)."""
+
+    gpus: list[tuple[int, int, float]] = field(default_factory=list)  # (node, gpu, amount)
+
+
+class SimBackend:
+    def __init__(self, nodes: Sequence[Node], jobs: Sequence[JobSpec], perf=None, *,
+                 restart_delay: float = 30.0, checkpoint_interval: float = 600.0,
+                 faults: Sequence[Fault] = (), contention: bool = False,
+                 history_interval: float = 300.0) -> None:
+        if perf is None:
+            from ..perf import default_perf
+
+            perf = default_perf()
+        self.perf = perf
+        self.nodes = list(nodes)
+        if not self.nodes:
+            raise ValueError("the cluster has no nodes")
+        names = [n.name for n in self.nodes]
+        if len(set(names)) != len(names):
+            raise ValueError("node names must be unique")
+        self.node_index = {n: i for i, n in enumerate(names)}
+        self.capacity = np.array([[n.cpus, n.mem, n.gpus] for n in self.nodes], dtype=float)
+        self.allocated = np.zeros_like(self.capacity)
+        max_g = max(int(n.gpus) for n in self.nodes) or 1
+        self.gpu_free = np.full((len(self.nodes), max_g), np.nan)
+        for i, n in enumerate(self.nodes):
+            self.gpu_free[i, : n.gpus] = 1.0
+        self.node_up = np.ones(len(self.nodes), dtype=bool)
+        self.restart_delay = float(restart_delay)
+        self.checkpoint_interval = float(checkpoint_interval)
+        self.contention = contention
+        self.history_interval = history_interval
+
+        self._specs = sorted(jobs, key=lambda s: (s.arrival, s.name))
+        seen: set[str] = set()
+        for s in self._specs:
+            if s.name in seen:
+                raise ValueError(f"duplicate job name {s.name!r}")
+            seen.add(s.name)
+        self._next_arrival = 0
+        self.jobs: dict[str, JobStatus] = {}  # every arrived job, finished ones included
+        self.active: dict[str, JobStatus] = {}  # arrived and not finished
+        self._running: dict[str, JobStatus] = {}  # state RUNNING: progress advancing
+        self._held: dict[str, _Held] = {}
+        self._progress_time: dict[str, float] = {}  # when progress was last brought up to date
+        self._checkpoint: dict[str, float] = {}
+        self._version: dict[str, int] = {}
+        self._completions: list[tuple[float, int, str, int]] = []
+        self._restarts: list[tuple[float, int, str, int]] = []
+        self._faults: list[tuple[float, int, str, str]] = []  # (time, seq, "fail"/"recover", node)
+        self._seq = 0
+        for f in faults:
+            self.inject_fault(f)
+        self._now = self._specs[0].arrival if self._specs else 0.0
+        self.usage = Usage()
+        self._effective = np.zeros(2)  # GPUs, CPUs held by jobs that are training
+        self._usage_time = self._now
+        self.events: list[tuple[float, str, str]] = []  # (time, kind, subject) of faults
+
+    # ---- Backend protocol ---------------------------------------------------------------
+
+    @property
+    def now(self) -> float:
+        return self._now
+
+    def submit(self, spec: JobSpec) -> None:
+        if spec.name in self.jobs or any(s.name == spec.name for s in self._specs[self._next_arrival:]):
+            raise ValueError(f"duplicate job name {spec.name!r}")
+        spec = spec if spec.arrival >= self._now else spec.with_(arrival=self._now)
+        pending = self._specs[self._next_arrival:]
+        pending.append(spec)
+        pending.sort(key=lambda s: (s.arrival, s.name))
+        self._specs[self._next_arrival:] = pending
+
+    def inject_fault(self, fault: Fault) -> None:
+        if fault.node not in self.node_index:
+            raise ValueError(f"fault names unknown node {fault.node!r}")
+        self._push(self._faults, fault.time, "fail", fault.node)
+        if fault.duration is not None:
+            self._push(self._faults, fault.time + fault.duration, "recover", fault.node)
+
+    def observe(self) -> ClusterState:
+        for job in self._running.values():
+            self._sync(job)
+        return ClusterState(
+            now=self._now, nodes=self.nodes, capacity=self.capacity.copy(),
+            allocated=self.allocated.copy(), gpu_free=self.gpu_free.copy(),
+            node_up=self.node_up.copy(), jobs=self.active, node_index=self.node_index,
+        )
+
+    def next_event_time(self) -> float | None:
+        times = []
+        if self._next_arrival < len(self._specs):
+            times.append(self._specs[self._next_arrival].arrival)
+        for heap in (self._completions, self._restarts):
+            self._drop_stale(heap)
+            if heap:
+                times.append(heap[0][0])
+        if self._faults:
+            times.append(self._faults[0][0])
+        return min(times) if times else None
+
+    def done(self) -> bool:
+        return self._next_arrival >= len(self._specs) and not self.active
+
+    def pending_arrivals(self) -> int:
+        return len(self._specs) - self._next_arrival
+
+    def advance(self, until: float) -> None:
+        while True:
+            t = self.next_event_time()
+            if t is None or t > until:
+                break
+            self._accumulate_usage(t)
+            self._now = max(self._now, t)
+            self._process_events_at(t)
+        self._accumulate_usage(max(until, self._now))
+        self._now = max(until, self._now)
+
+    def apply(self, actions: Sequence[Action]) -> list[Outcome]:
+        outcomes = []
+        for action in actions:
+            try:
+                detail = self._apply_one(action)
+                outcomes.append(Outcome(action, True, detail))
+            except _Refused as r:
+                outcomes.append(Outcome(action, False, str(r)))
+        return outcomes
+
+    def fork(self) -> "SimBackend":
+        """An independent copy for what-if runs (shares the read-only perf model)."""
+        perf, self.perf = self.perf, None
+        try:
+            twin = copy.deepcopy(self)
+        finally:
+            self.perf = perf
+        twin.perf = perf
+        return twin
+
+    # ---- events -------------------------------------------------------------------------
+
+    def _push(self, heap, t, *rest) -> None:
+        self._seq += 1
+        heapq.heappush(heap, (t, self._seq, *rest))
+
+    def _drop_stale(self, heap) -> None:
+        while heap and self._version.get(heap[0][2]) != heap[0][3]:
+            heapq.heappop(heap)
+
+    def _process_events_at(self, t: float) -> None:
+        while self._next_arrival < len(self._specs) and self._specs[self._next_arrival].arrival <= t:
+            spec = self._specs[self._next_arrival]
+            self._next_arrival += 1
+            job = JobStatus(spec=spec, target_workers=spec.initial_workers, target_ps=spec.num_ps,
+                            reason="waiting: arrived, not yet scheduled")
+            self.jobs[spec.name] = job
+            self.active[spec.name] = job
+            self._version[spec.name] = 0
+        while self._faults and self._faults[0][0] <= t:
+            _, _, kind, node = heapq.heappop(self._faults)
+            self._fail(node) if kind == "fail" else self._recover(node)
+        while True:
+            self._drop_stale(self._restarts)
+            if not self._restarts or self._restarts[0][0] > t:
+                break
+            _, _, name, _ = heapq.heappop(self._restarts)
+            self._start_running(self.jobs[name])
+        while True:
+            self._drop_stale(self._completions)
+            if not self._completions or self._completions[0][0] > t:
+                break
+            _, _, name, _ = heapq.heappop(self._completions)
+            self._complete(self.jobs[name])
+
+    def _bump(self, job: JobStatus) -> int:
+        self._version[job.name] = self._version.get(job.name, 0) + 1
+        return self._version[job.name]
+
+    def _start_running(self, job: JobStatus) -> None:
+        job.state = JobState.RUNNING
+        job.last_start = self._now
+        if job.first_start is None:
+            job.first_start = self._now
+        job.throughput = self._rate(job)
+        self._progress_time[job.name] = self._now
+        self._set_running(job)
+        self._schedule_completion(job)
+        if self.contention:
+            self._refresh_contention(job.nodes)
+
+    def _set_running(self, job: JobStatus) -> None:
+        self._running[job.name] = job
+        d = job.demand(job.num_workers, job.num_ps)
+        self._effective += (d.gpu, d.cpu)
+
+    def _stop_running(self, job: JobStatus) -> None:
+        if self._running.pop(job.name, None) is not None:
+            d = job.demand(job.num_workers, job.num_ps)
+            self._effective -= (d.gpu, d.cpu)
+
+    def _schedule_completion(self, job: JobStatus) -> None:
+        v = self._bump(job)
+        if job.throughput > 0:
+            self._push(self._completions, self._now + job.remaining_work / job.throughput, job.name, v)
+
+    def _complete(self, job: JobStatus) -> None:
+        self._sync(job)
+        job.progress = job.spec.total_work
+        self._release(job)
+        job.state = JobState.COMPLETED
+        job.finish_time = self._now
+        job.throughput = 0.0
+        job.reason = "completed"
+        self._record_history(job, force=True)
+        del self.active[job.name]
+
+    def _fail(self, node: str) -> None:
+        i = self.node_index[node]
+        if not self.node_up[i]:
+            return
+        self.events.append((self._now, "node-failed", node))
+        victims = [j for j in self.active.values() if node in j.nodes]
+        for job in victims:
+            self._sync(job)
+            job.progress = min(job.progress, self._checkpoint.get(job.name, 0.0))
+            self._release(job)
+            job.state = JobState.PENDING
+            job.reason = f"waiting: node {node} failed; resumes from checkpoint at {job.progress:,.0f} iterations"
+        self.node_up[i] = False
+
+    def _recover(self, node: str) -> None:
+        i = self.node_index[node]
+        self.node_up[i] = True
+        self.events.append((self._now, "node-recovered", node))
+
+    # ---- progress -----------------------------------------------------------------------
+
+    def _rate(self, job: JobStatus) -> float:
+        rate = self.perf.iteration_rate(job.spec, job.workers, job.ps)
+        if self.contention:
+            rate *= self._contention_factor(job)
+        return rate
+
+    def _contention_factor(self, job: JobStatus) -> float:
+        """Slowdown of a job from co-located jobs whose CPU requests exceed the node's cores.
+
+        On each node the job's tasks get cores in proportion to their requests; the job
+        runs at the pace of its most squeezed node. Jobs with exclusive whole GPUs share
+        no GPU, only CPU, so only CPU is contended.
+        """
+        worst = 1.0
+        for name in job.nodes:
+            i = self.node_index[name]
+            demand = self._cpu_demand_on(i)
+            if demand > self.capacity[i, CPU] + _EPS:
+                worst = min(worst, self.capacity[i, CPU] / demand)
+        return worst
+
+    def _cpu_demand_on(self, i: int) -> float:
+        name = self.nodes[i].name
+        return sum(j.spec.worker_demand.cpu * j.workers.get(name, 0)
+                   + j.spec.ps_demand.cpu * j.ps.get(name, 0)
+                   for j in self._running.values())
+
+    def _refresh_contention(self, nodes: set[str]) -> None:
+        for job in list(self._running.values()):
+            if job.nodes & nodes:
+                self._sync(job)
+                new = self._rate(job)
+                if abs(new - job.throughput) > 1e-12:
+                    job.throughput = new
+                    self._schedule_completion(job)
+
+    def _sync(self, job: JobStatus) -> None:
+        """Bring a running job's progress, service and checkpoint up to now."""
+        if job.state is not JobState.RUNNING:
+            return
+        t0 = self._progress_time.get(job.name, self._now)
+        dt = self._now - t0
+        if dt <= 0:
+            return
+        job.progress = min(job.progress + job.throughput * dt, job.spec.total_work)
+        job.executed_time += dt
+        job.attained_service += dt * job.spec.worker_demand.gpu * job.num_workers
+        self._progress_time[job.name] = self._now
+        if self.checkpoint_interval > 0:
+            run = self._now - (job.last_start or self._now)
+            if run >= self.checkpoint_interval:
+                # Checkpoints are taken every interval of training since the last start.
+                k = run // self.checkpoint_interval
+                at = (job.last_start or 0.0) + k * self.checkpoint_interval
+                self._checkpoint[job.name] = max(self._checkpoint.get(job.name, 0.0),
+                                                 job.progress - job.throughput * (self._now - at))
+        self._record_history(job)
+
+    def _record_history(self, job: JobStatus, force: bool = False) -> None:
+        if self.history_interval is None:
+            return
+        h = job.history
+        if force or not h or self._now - h[-1][0] >= self.history_interval:
+            metric = self._metric(job)
+            job.metric = metric
+            h.append((self._now, job.progress, metric))
+
+    def _metric(self, job: JobStatus) -> float:
+        try:
+            return float(self.perf.metric_at(job.spec.application, job.spec.batch_size, job.progress))
+        except Exception:  # a model without a convergence curve reports progress only
+            return float("nan")
+
+    # ---- actions ------------------------------------------------------------------------
+
+    def _apply_one(self, action: Action) -> str:
+        job = self.active.get(action.job)
+        if job is None:
+            raise _Refused(f"{action.job}: no such active job")
+        if isinstance(action, Wait):
+            job.reason = action.reason
+            return ""
+        if isinstance(action, Admit):
+            job.admitted = True
+            job.reason = action.reason
+            return ""
+        if isinstance(action, Reject):
+            if job.state.placed:
+                self._sync(job)
+                self._release(job)
+            job.state = JobState.REJECTED
+            job.finish_time = self._now
+            job.reason = action.reason
+            self._bump(job)
+            del self.active[job.name]
+            return ""
+        if isinstance(action, Suspend):
+            if not job.state.placed:
+                raise _Refused(f"{job.name}: not placed, nothing to suspend")
+            self._sync(job)
+            self._release(job)
+            job.state = JobState.PENDING
+            job.reason = action.reason
+            return ""
+        if isinstance(action, Place):
+            return self._place(job, action)
+        if isinstance(action, (Scale, Migrate)):
+            return self._reshape(job, action)
+        raise _Refused(f"{job.name}: unknown action {type(action).__name__}")
+
+    def _check_counts(self, job: JobStatus, workers: Placement, ps: Placement) -> None:
+        s = job.spec
+        w, p = total(workers), total(ps)
+        if not (s.min_workers <= w <= s.max_workers):
+            raise _Refused(f"{job.name}: {w} workers outside [{s.min_workers}, {s.max_workers}]")
+        if s.num_ps and p < 1:
+            raise _Refused(f"{job.name}: a parameter-server job needs at least one PS")
+        if not s.num_ps and p:
+            raise _Refused(f"{job.name}: has no parameter servers")
+
+    def _place(self, job: JobStatus, a: Place) -> str:
+        if job.state not in (JobState.PENDING, JobState.HOLDING):
+            raise _Refused(f"{job.name}: already {job.state.value}")
+        if a.partial:
+            w = job.num_workers + total(a.workers)
+            p = job.num_ps + total(a.ps)
+            if w > job.spec.initial_workers or p > job.spec.num_ps:
+                raise _Refused(f"{job.name}: more pods than the job has")
+            self._allocate(job, a.workers, a.ps)
+            job.target_workers, job.target_ps = job.spec.initial_workers, job.spec.num_ps
+            job.reason = a.reason
+            if w == job.target_workers and p == job.target_ps:
+                self._begin_restart(job)
+            else:
+                job.state = JobState.HOLDING
+            return ""
+        if job.state is JobState.HOLDING:
+            raise _Refused(f"{job.name}: holding a partial placement; use partial placement")
+        self._check_counts(job, a.workers, a.ps)
+        self._allocate(job, a.workers, a.ps)
+        job.target_workers, job.target_ps = total(a.workers), total(a.ps)
+        job.reason = a.reason
+        job.admitted = True
+        if job.first_start is not None:
+            job.restarts += 1  # resumed after a preemption or failure
+        self._begin_restart(job)
+        return describe_placement(a.workers, a.ps)
+
+    def _reshape(self, job: JobStatus, a: Scale | Migrate) -> str:
+        if not job.state.placed or job.state is JobState.HOLDING:
+            raise _Refused(f"{job.name}: not running, cannot {type(a).__name__.lower()}")
+        self._check_counts(job, a.workers, a.ps)
+        if isinstance(a, Migrate) and (total(a.workers), total(a.ps)) != (job.num_workers, job.num_ps):
+            raise _Refused(f"{job.name}: a migration keeps the task counts; use Scale")
+        self._sync(job)
+        old_w, old_p = dict(job.workers), dict(job.ps)
+        self._release(job)
+        try:
+            self._allocate(job, a.workers, a.ps)
+        except _Refused:
+            self._allocate(job, old_w, old_p)  # put it back as it was
+            self._begin_restart(job, count=False, delay=0.0)
+            raise
+        self._checkpoint[job.name] = job.progress  # a reshape starts from a fresh checkpoint
+        job.target_workers, job.target_ps = total(a.workers), total(a.ps)
+        job.reason = a.reason
+        job.restarts += 1
+        self._begin_restart(job, count=False)
+        return describe_placement(a.workers, a.ps)
+
+    def _begin_restart(self, job: JobStatus, count: bool = True, delay: float | None = None) -> None:
+        self._stop_running(job)
+        job.throughput = 0.0
+        job.state = JobState.RESTARTING
+        delay = self.restart_delay if delay is None else delay
+        v = self._bump(job)
+        self._push(self._restarts, self._now + delay, job.name, v)
+        if self.contention:
+            self._refresh_contention(job.nodes)
+
+    def _allocate(self, job: JobStatus, workers: Placement, ps: Placement) -> None:
+        plan = [(n, c, job.spec.worker_demand) for n, c in workers.items() if c] + \
+               [(n, c, job.spec.ps_demand) for n, c in ps.items() if c]
+        need = np.zeros_like(self.capacity)
+        for name, count, demand in plan:
+            i = self.node_index.get(name)
+            if i is None:
+                raise _Refused(f"{job.name}: unknown node {name!r}")
+            if not self.node_up[i]:
+                raise _Refused(f"{job.name}: node {name} is down")
+            need[i] += demand.as_array() * count
+        over = (self.allocated + need > self.capacity + 1e-6).any(axis=1)
+        if over.any():
+            i = int(np.flatnonzero(over)[0])
+            free = self.capacity[i] - self.allocated[i]
+            raise _Refused(f"{job.name}: does not fit on {self.nodes[i].name}"
+                           f" (free {free[CPU]:g} CPU, {free[MEM]:g} GiB, {free[GPU]:g} GPU)")
+        held = self._held.setdefault(job.name, _Held())
+        taken: list[tuple[int, int, float]] = []
+        try:
+            for name, count, demand in plan:
+                i = self.node_index[name]
+                for _ in range(count):
+                    taken += self._take_gpus(i, demand.gpu, job.name)
+        except _Refused:
+            for i, g, amount in taken:
+                self.gpu_free[i, g] += amount
+            raise
+        held.gpus += taken
+        self.allocated += need
+        job.workers = merge_placements(job.workers, workers)
+        job.ps = merge_placements(job.ps, ps)
+
+    def _take_gpus(self, i: int, g: float, job: str) -> list[tuple[int, int, float]]:
+        if g <= 0:
+            return []
+        row = self.gpu_free[i]
+        if g >= 1:
+            idx = np.flatnonzero(row >= 1 - _EPS)[: int(round(g))]
+            if len(idx) < int(round(g)):
+                raise _Refused(f"{job}: {self.nodes[i].name} has {len(idx)} whole GPUs free, needs {g:g}")
+            row[idx] = 0.0
+            return [(i, int(k), 1.0) for k in idx]
+        ok = np.flatnonzero(row + _EPS >= g)
+        if not len(ok):
+            raise _Refused(f"{job}: no GPU on {self.nodes[i].name} has {g:g} free")
+        best = int(ok[np.argmin(row[ok])])  # best fit among the GPUs of the node
+        row[best] -= g
+        return [(i, best, g)]
+
+    def _release(self, job: JobStatus) -> None:
+        if not job.workers and not job.ps:
+            return
+        freed_nodes = job.nodes
+        self._stop_running(job)
+        for name, count in job.workers.items():
+            self.allocated[self.node_index[name]] -= job.spec.worker_demand.as_array() * count
+        for name, count in job.ps.items():
+            self.allocated[self.node_index[name]] -= job.spec.ps_demand.as_array() * count
+        np.maximum(self.allocated, 0.0, out=self.allocated)
+        for i, g, amount in self._held.pop(job.name, _Held()).gpus:
+            self.gpu_free[i, g] = min(self.gpu_free[i, g] + amount, 1.0)
+        job.workers, job.ps = {}, {}
+        job.throughput = 0.0
+        self._bump(job)
+        if self.contention:
+            self._refresh_contention(freed_nodes)
+
+    # ---- utilisation integrals ------------------------------------------------------------
+
+    def _accumulate_usage(self, t: float) -> None:
+        dt = t - self._usage_time
+        if dt <= 0:
+            return
+        u = self.usage
+        up = self.node_up
+        u.gpu_capacity += self.capacity[up, GPU].sum() * dt
+        u.cpu_capacity += self.capacity[up, CPU].sum() * dt
+        u.gpu_allocated += self.allocated[:, GPU].sum() * dt
+        u.cpu_allocated += self.allocated[:, CPU].sum() * dt
+        u.gpu_effective += self._effective[0] * dt
+        u.cpu_effective += self._effective[1] * dt
+        self._usage_time = t
+
+
+class _Refused(Exception):
+    pass
+
+
+__all__ = ["SimBackend", "Fault", "Usage", "Resources"]
