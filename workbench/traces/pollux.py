@@ -1,0 +1,69 @@
+"""Pollux (OSDI '21) workload files as `JobSpec`s.
+
+A workload is a CSV `name,time,application,num_replicas,batch_size` (160 jobs each in the
+artifact, sampled from the Philly trace); each job trains until its application's convergence
+target. Pollux workloads: Apache-2.0, petuum/adaptdl osdi21-artifact.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..errors import InputError
+from ..model import JobSpec
+from .common import WORKER_DEMAND, Jobs, RateCache, default_perf, elastic_max_workers
+from .validate import check_choice, check_unique, read_table
+
+POLLUX_COLUMNS = {"name": "name", "time": "nonneg_float", "application": "str",
+                  "num_replicas": "positive_int", "batch_size": "positive_int"}
+
+
+def load_pollux_workload(path: str | os.PathLike, *, deadline_factor: float | None = None,
+                         gpus_per_node: int = 4, max_workers_cap: int = 64, perf=None) -> Jobs:
+    """Load a Pollux workload CSV, one `JobSpec` per row, in arrival order.
+
+    - `arrival` = time; `application`, `batch_size` as written (the job's initial batch size).
+    - `total_work` = perf.total_iterations(application, batch_size): iterations to the
+      application's convergence target (the paper's max epochs) at that batch size.
+    - `initial_workers` = num_replicas; `min_workers` = 1; `max_workers` = max(num_replicas,
+      min(2 × num_replicas, `max_workers_cap`)), i.e. an elastic engine may double a job.
+    - `worker_demand` = 4 CPUs, 16 GiB, 1 GPU per worker; no parameter servers.
+    - `deadline`: None, or arrival + `deadline_factor` × ideal run time, where the ideal run
+      time is total_work / perf.ideal_rate(spec, num_replicas, gpus_per_node).
+
+    Bad input (missing column, non-numeric or non-positive replicas or batch size, negative
+    time, an application the performance model does not know, a repeated name) raises
+    `InputError` naming the file, line and column.
+    """
+    perf = perf or default_perf()
+    table = read_table(path, POLLUX_COLUMNS)
+    apps = list(perf.applications)
+    check_choice(table, "application", apps)
+    check_unique(table, "name")
+
+    order = np.argsort(table["time"], kind="stable")
+    rates = RateCache(perf, gpus_per_node)
+    jobs = Jobs(source=f"pollux:{path}")
+    for i in order.tolist():
+        app, bsz, replicas = table["application"][i], int(table["batch_size"][i]), \
+            int(table["num_replicas"][i])
+        arrival = float(table["time"][i])
+        try:
+            work = float(perf.total_iterations(app, bsz))
+        except (ValueError, KeyError) as e:
+            raise InputError(f"expected a batch size the {app} profile covers, got {bsz} ({e})",
+                             file=str(path), line=int(table.lines[i]),
+                             column="batch_size") from None
+        deadline = None
+        if deadline_factor is not None:
+            deadline = arrival + deadline_factor * work / rates(app, bsz, replicas)
+        jobs.append(JobSpec(
+            name=str(table["name"][i]), application=app, arrival=arrival, total_work=work,
+            batch_size=bsz, initial_workers=replicas, min_workers=1,
+            max_workers=elastic_max_workers(replicas, max_workers_cap),
+            worker_demand=WORKER_DEMAND, deadline=deadline))
+    jobs.notes.append(f"{len(jobs)} jobs from {path}; work = iterations to convergence;"
+                      f" max_workers = 2 × replicas (cap {max_workers_cap})")
+    return jobs

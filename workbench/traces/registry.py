@@ -1,0 +1,109 @@
+"""One string names a workload: `load_trace("philly")`, `load_trace("pollux:w.csv")`, ...
+
+Forms:
+- `default`: the Pollux workload shipped in the package (`default_workload()`).
+- `philly`: the shipped Philly trace, all 82,247 jobs; `philly:PATH` a Philly CSV.
+- `pollux:PATH`: a Pollux workload CSV.
+- `synthetic` or `synthetic:KEY=VALUE,...` with keys n (jobs), rate (jobs/s), deadline
+  (a factor, LOW-HIGH, or none), max_workers, ps (0/1 or a share), apps (names joined by +),
+  seed.
+- a bare path to a CSV: its header decides (`name,time,application,...` → Pollux;
+  `timestamp,...` or `arrival,...` with duration and num_gpus → Philly).
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import resources
+
+from ..errors import ConfigError, InputError
+from .common import Jobs
+from .philly import load_philly
+from .pollux import POLLUX_COLUMNS, load_pollux_workload
+from .synthetic import synthetic_workload
+from .validate import read_header
+
+FORMS = ("default", "philly", "philly:PATH", "pollux:PATH", "synthetic",
+         "synthetic:n=200,rate=0.01,deadline=2.0", "PATH.csv")
+
+
+def shipped_workload_path() -> str:
+    return str(resources.files("workbench.traces") / "data" / "pollux-workload-1.csv")
+
+
+def default_workload() -> Jobs:
+    """The small real workload shipped in the package: Pollux workload 1 (160 jobs sampled from
+    the Philly trace, 6 applications, arrivals over 8 hours)."""
+    jobs = load_pollux_workload(shipped_workload_path())
+    jobs.source = "default"
+    return jobs
+
+
+def load_trace(spec: str, *, seed: int = 0) -> Jobs:
+    """The jobs named by `spec` (see the module docstring for the forms)."""
+    spec = str(spec).strip()
+    kind, _, arg = spec.partition(":")
+    if kind == "default" and not arg:
+        return default_workload()
+    if kind == "philly":
+        return load_philly(arg or None, seed=seed)
+    if kind == "pollux":
+        if not arg:
+            raise ConfigError("trace 'pollux:PATH' needs a path to a workload CSV")
+        return load_pollux_workload(arg)
+    if kind == "synthetic":
+        return synthetic_workload(**_synthetic_options(arg, seed))
+    if os.path.exists(spec) or spec.endswith((".csv", ".csv.gz")):
+        return _by_header(spec, seed)
+    raise ConfigError(f"unknown trace {spec!r}: expected one of {', '.join(FORMS)}")
+
+
+def _by_header(path: str, seed: int) -> Jobs:
+    header = set(read_header(path))  # raises InputError for a missing file
+    if not header:
+        raise InputError("empty file: expected a CSV header (a Pollux workload or Philly trace)",
+                         file=path)
+    if {"application", "num_replicas"} & header:
+        return load_pollux_workload(path)
+    if {"duration", "num_gpus"} & header:
+        return load_philly(path, seed=seed)
+    raise InputError(f"unknown trace format: expected a header like {','.join(POLLUX_COLUMNS)}"
+                     " (Pollux) or timestamp,duration,num_gpus (Philly), got"
+                     f" {','.join(sorted(header))}", file=path, line=1)
+
+
+def _synthetic_options(arg: str, seed: int) -> dict:
+    options: dict = {"seed": seed}
+    for item in filter(None, (s.strip() for s in arg.split(","))):
+        key, eq, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not eq or not value:
+            raise ConfigError(f"synthetic option {item!r}: expected KEY=VALUE")
+        try:
+            if key == "n":
+                options["n_jobs"] = int(value)
+            elif key == "rate":
+                options["arrival_rate"] = float(value)
+            elif key == "deadline":
+                if value.lower() == "none":
+                    options["deadline_factor"] = None
+                elif "-" in value:
+                    low, high = value.split("-", 1)
+                    options["deadline_factor"] = (float(low), float(high))
+                else:
+                    options["deadline_factor"] = float(value)
+            elif key == "max_workers":
+                options["max_workers"] = int(value)
+            elif key == "ps":
+                share = float(value)
+                options["ps_jobs"] = bool(share) if share in (0.0, 1.0) else share
+            elif key == "apps":
+                options["apps"] = [a for a in value.split("+") if a]
+            elif key == "seed":
+                options["seed"] = int(value)
+            else:
+                raise ConfigError(f"synthetic option {key!r}: expected one of n, rate, deadline,"
+                                  " max_workers, ps, apps, seed")
+        except ValueError:
+            raise ConfigError(f"synthetic option {key}={value!r}: expected a number") from None
+    return options

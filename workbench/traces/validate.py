@@ -1,0 +1,174 @@
+"""Reading trace CSVs with vectorised validation: the first bad cell becomes one `InputError`.
+
+Every table is read as text first, so a message can quote the cell exactly as written, then
+each column is converted with numpy masks; the first row failing a mask is reported as
+`file:line: column 'c': expected ..., got '...'`. Line numbers are physical lines of the file
+(the header is line 1 unless the file opens with `#` comment lines). Blank lines are ignored.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+# Column kinds -> (what is expected, in words)
+EXPECTED = {
+    "positive_int": "a positive integer",
+    "nonneg_int": "a non-negative integer",
+    "positive_float": "a positive number",
+    "nonneg_float": "a non-negative number",
+    "timestamp": "a timestamp like 2017-10-09 07:01:55",
+    "name": "a non-empty name",
+}
+
+
+@dataclass
+class Table:
+    """A validated table: converted columns plus the file line of every row."""
+
+    path: str
+    columns: dict[str, np.ndarray]
+    lines: np.ndarray  # 1-based physical line of each row
+    raw: pd.DataFrame  # the cells as written, for messages
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def fail(self, row: int, column: str, expected: str) -> InputError:
+        """The error for row index `row` (0-based in the table) of `column`."""
+        return InputError(f"expected {expected}, got {self.raw[column].iat[row]!r}",
+                          file=self.path, line=int(self.lines[row]), column=column)
+
+    def check(self, bad: np.ndarray, column: str, expected: str) -> None:
+        """Raise for the first row where the boolean mask `bad` is true."""
+        if bad.any():
+            raise self.fail(int(np.argmax(bad)), column, expected)
+
+
+def leading_comment_lines(path: str) -> tuple[int, str | None]:
+    """How many `#` lines open the file, and the first line after them (the header)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    count = 0
+    try:
+        with opener(path, "rt", encoding="utf-8", newline="") as f:
+            for line in f:
+                if line.startswith("#"):
+                    count += 1
+                    continue
+                return count, line.rstrip("\r\n")
+    except FileNotFoundError:
+        raise InputError("no such file", file=str(path)) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, expected a CSV file", file=str(path)) from None
+    except (OSError, UnicodeDecodeError, EOFError) as e:
+        raise InputError(f"cannot read: {e}", file=str(path)) from None
+    return count, None
+
+
+def read_header(path: str) -> list[str]:
+    """The column names of a CSV (after any leading `#` lines); [] for an empty file."""
+    _, header = leading_comment_lines(path)
+    return [c.strip() for c in header.split(",")] if header else []
+
+
+def read_table(path: str | os.PathLike, kinds: dict[str, str], *,
+               optional: Iterable[str] = ()) -> Table:
+    """Read `path` and check every column in `kinds` (name -> kind from `EXPECTED`, or "str").
+
+    Columns in `optional` may be absent; extra columns are kept in `raw` and ignored.
+    """
+    path = str(path)
+    if not os.path.exists(path):
+        raise InputError("no such file", file=path)
+    skip, header = leading_comment_lines(path)
+    expected_header = ",".join(kinds)
+    if header is None or not header.strip():
+        raise InputError(f"empty file: expected a CSV header with columns {expected_header}",
+                         file=path)
+    try:
+        raw = pd.read_csv(path, skiprows=skip, dtype=str, keep_default_na=False,
+                          na_filter=False, skip_blank_lines=False, skipinitialspace=True)
+    except pd.errors.ParserError as e:
+        m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
+        if m:
+            raise InputError(f"expected {m[1]} fields (like the header), got {m[3]}",
+                             file=path, line=int(m[2])) from None
+        raise InputError(f"not a readable CSV: {e}", file=path) from None
+    except (pd.errors.EmptyDataError, UnicodeDecodeError, OSError, EOFError) as e:
+        raise InputError(f"not a readable CSV: {e}", file=path) from None
+
+    raw.columns = [str(c).strip() for c in raw.columns]
+    header_line = skip + 1
+    optional = set(optional)
+    for name in kinds:
+        if name not in raw.columns and name not in optional:
+            raise InputError(
+                f"missing from the header: expected columns {expected_header},"
+                f" found {','.join(raw.columns)}", file=path, line=header_line, column=name)
+    raw = raw.fillna("")
+    lines = np.arange(len(raw)) + header_line + 1
+    blank = (raw == "").to_numpy().all(axis=1) if len(raw.columns) else np.ones(len(raw), bool)
+    if blank.any():
+        raw, lines = raw[~blank].reset_index(drop=True), lines[~blank]
+    if not len(raw):
+        raise InputError("no data rows: expected at least one job after the header",
+                         file=path, line=header_line + 1)
+
+    table = Table(path, {}, lines, raw)
+    for name, kind in kinds.items():
+        if name in raw.columns:
+            table.columns[name] = convert(table, name, kind)
+    return table
+
+
+def convert(table: Table, name: str, kind: str) -> np.ndarray:
+    """Convert one text column to its kind, raising for the first bad cell."""
+    text = table.raw[name].str.strip()
+    if kind == "str":
+        return text.to_numpy(dtype=object)
+    if kind == "name":
+        values = text.to_numpy(dtype=object)
+        table.check(text.to_numpy(dtype=object) == "", name, EXPECTED[kind])
+        return values
+    expected = EXPECTED[kind]
+    if kind == "timestamp":
+        stamps = pd.to_datetime(text, format=TIMESTAMP_FORMAT, errors="coerce")
+        table.check(stamps.isna().to_numpy(), name, expected)
+        return stamps.to_numpy()
+    values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
+    bad = ~np.isfinite(values)
+    if kind.endswith("_int"):
+        bad |= values != np.round(values)
+    bad |= (values <= 0) if kind.startswith("positive") else (values < 0)
+    table.check(bad, name, expected)
+    return values.astype(np.int64) if kind.endswith("_int") else values
+
+
+def check_choice(table: Table, name: str, allowed: Sequence[str]) -> None:
+    """Every cell of text column `name` must be one of `allowed`."""
+    bad = ~np.isin(table[name].astype(str), np.asarray(list(allowed), dtype=str))
+    table.check(bad, name, "one of " + ", ".join(allowed))
+
+
+def check_unique(table: Table, name: str) -> None:
+    """No value of column `name` may repeat."""
+    dup = pd.Series(table[name]).duplicated().to_numpy()
+    if dup.any():
+        row = int(np.argmax(dup))
+        first = int(np.argmax(table[name] == table[name][row]))
+        raise InputError(f"expected a unique value, got {table.raw[name].iat[row]!r} again"
+                         f" (first on line {int(table.lines[first])})",
+                         file=table.path, line=int(table.lines[row]), column=name)
