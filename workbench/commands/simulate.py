@@ -1,0 +1,157 @@
+"""`workbench simulate` and `workbench compare`: run engines on a workload in the simulator."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+
+from ..clusters import PRESETS, parse_cluster
+from ..errors import ConfigError, WorkbenchError
+from ..output import emit
+
+SUMMARY_COLUMNS = ["policy", "jobs", "completed", "rejected", "avg_jct_h", "median_jct_h",
+                   "p95_jct_h", "makespan_h", "avg_queue_h", "deadline_hit_rate",
+                   "gpu_alloc_util", "gpu_effective_util", "restarts", "wall_s"]
+
+
+def add_workload_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--trace", default="default",
+                   help="workload: default, philly[:PATH], pollux:PATH, synthetic[:k=v,...], or a CSV path")
+    p.add_argument("--cluster", default=None,
+                   help=f"cluster preset ({', '.join(PRESETS)}) or NxG such as 16x4")
+    p.add_argument("--nodes", type=int, default=None, help="number of nodes (overrides the preset)")
+    p.add_argument("--gpus-per-node", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0, help="seed for every random choice")
+    p.add_argument("--limit", type=int, default=None, help="only the first N jobs of the trace")
+    p.add_argument("--restart-delay", type=float, default=30.0,
+                   help="seconds a job loses when its allocation changes (default 30, as Pollux)")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+
+
+def load_workload(args):
+    from ..traces import load_trace
+
+    jobs = load_trace(args.trace, seed=args.seed)
+    if args.limit is not None:
+        if args.limit < 1:
+            raise ConfigError(f"--limit: expected a positive integer, got {args.limit}")
+        jobs = sorted(jobs, key=lambda j: j.arrival)[: args.limit]
+    return jobs
+
+
+def default_cluster_for(args) -> str | None:
+    if args.cluster is None and args.trace.split(":")[0] == "philly":
+        return "philly"
+    return args.cluster
+
+
+def _progress_printer(enabled: bool, horizon: float | None):
+    if not enabled:
+        return None
+    start = time.perf_counter()
+
+    def show(now: float) -> None:
+        frac = min(now / horizon, 1.0) if horizon else 0.0
+        bar = "#" * int(frac * 30)
+        sys.stderr.write(f"\r[{bar:<30}] {frac:6.1%}  sim {now / 3600:8.1f} h"
+                         f"  wall {time.perf_counter() - start:5.1f} s")
+        sys.stderr.flush()
+
+    return show
+
+
+def run_simulate(args) -> int:
+    from ..experiment import run_policy
+    from ..policies import available
+
+    jobs = load_workload(args)
+    nodes = parse_cluster(default_cluster_for(args), args.nodes, args.gpus_per_node)
+    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    for p in policies:
+        if p not in available():
+            raise ConfigError(f"--policy: unknown engine {p!r}; available: {', '.join(available())}")
+    show_progress = sys.stderr.isatty() and not args.json and len(jobs) > 2000
+    horizon = max(j.arrival for j in jobs) if jobs else None
+    results = []
+    for p in policies:
+        results.append(run_policy(nodes, jobs, p, restart_delay=args.restart_delay,
+                                  progress=_progress_printer(show_progress, horizon)))
+        if show_progress:
+            sys.stderr.write("\n")
+    rows = [r.row() for r in results]
+    gpus = sum(n.gpus for n in nodes)
+    result = {"trace": args.trace, "jobs": len(jobs), "nodes": len(nodes), "gpus": gpus,
+              "seed": args.seed, "results": rows}
+    if getattr(args, "csv", None):
+        _write_csv(args.csv, rows)
+    if getattr(args, "out_json", None):
+        with open(args.out_json, "w") as f:
+            json.dump(result, f, indent=2, default=float)
+    if getattr(args, "decisions", None):
+        _write_decisions(args.decisions, results)
+    title = f"{args.trace}: {len(jobs)} jobs on {len(nodes)} nodes / {gpus} GPUs (seed {args.seed})"
+    table = [{c: r.get(c) for c in SUMMARY_COLUMNS} for r in rows]
+    emit(result, as_json=args.json, tables={title: table})
+    return 0
+
+
+def _write_csv(path: str, rows: list[dict]) -> None:
+    try:
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    except OSError as e:
+        raise WorkbenchError(f"--csv {path}: cannot write ({e.strerror})") from None
+
+
+def _write_decisions(path: str, results) -> None:
+    try:
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["policy", "time", "action", "job", "applied", "reason", "detail"])
+            for r in results:
+                for d in r.controller.recorder.decisions:
+                    w.writerow([r.policy, f"{d.time:.0f}", d.action, d.job, d.applied, d.reason, d.detail])
+    except OSError as e:
+        raise WorkbenchError(f"--decisions {path}: cannot write ({e.strerror})") from None
+
+
+def register(sub) -> None:
+    p = sub.add_parser("simulate", help="simulate a trace under one engine and print its results")
+    add_workload_arguments(p)
+    p.add_argument("--policy", default="fifo", help="engine name (see `workbench policies`)")
+    p.add_argument("--csv", help="also write the results table to this CSV file")
+    p.add_argument("--out-json", help="also write the results to this JSON file")
+    p.add_argument("--decisions", help="write every decision with its reason to this CSV file")
+    p.set_defaults(func=run_simulate)
+
+    c = sub.add_parser("compare", help="run several engines on the same workload side by side")
+    add_workload_arguments(c)
+    c.add_argument("--policies", dest="policy", default="kube-default,fifo,drf,tiresias,optimus",
+                   help="comma-separated engine names")
+    c.add_argument("--csv", help="also write the results table to this CSV file")
+    c.add_argument("--out-json", help="also write the results to this JSON file")
+    c.add_argument("--decisions", help="write every decision with its reason to this CSV file")
+    c.set_defaults(func=run_simulate)
+
+    ls = sub.add_parser("policies", help="list the scheduling engines")
+    ls.add_argument("--json", action="store_true")
+    ls.set_defaults(func=_list_policies)
+
+
+def _list_policies(args) -> int:
+    from ..policies import available, make_policy
+
+    rows = []
+    for name in available():
+        try:
+            doc = (make_policy(name).__doc__ or type(make_policy(name)).__module__).strip().splitlines()[0]
+        except Exception as e:  # an engine that needs options still lists
+            doc = f"({e})"
+        rows.append({"engine": name, "about": doc})
+    emit({"policies": rows}, as_json=args.json, tables={"engines": rows})
+    return 0
