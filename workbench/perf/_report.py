@@ -105,8 +105,9 @@ def build_report(model: PerfModel) -> dict:
     ps = {}
     for name in model.ps_models:
         fit = model._ps[name]
-        ps[name] = {k: fit[k] for k in ("points", "outliers", "median_rel_err", "mean_rel_err",
-                                        "max_rel_err", "mean_rel_err_all")}
+        ps[name] = {k: fit[k] for k in ("points", "dropped", "median_rel_err", "mean_rel_err",
+                                        "p90_rel_err", "max_rel_err", "mean_rel_err_w_le_2",
+                                        "mean_rel_err_w_gt_2")}
         ps[name]["theta"] = list(fit["theta"])
     return {"allreduce": allreduce, "ps": ps,
             "units": {"errors": "relative, |predicted/measured - 1|",
