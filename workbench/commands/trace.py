@@ -7,10 +7,7 @@ from collections import Counter
 
 import numpy as np
 
-try:  # the output module is being renamed from report to output
-    from ..output import emit
-except ImportError:  # pragma: no cover
-    from ..output import emit
+from ..output import emit
 
 
 def register(subparsers) -> None:

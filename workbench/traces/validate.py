@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -49,7 +50,8 @@ class Table:
 
     def fail(self, row: int, column: str, expected: str) -> InputError:
         """The error for row index `row` (0-based in the table) of `column`."""
-        return InputError(f"expected {expected}, got {self.raw[column].iat[row]!r}",
+        cell = self.raw[column].iat[row]
+        return InputError(f"expected {expected}, got {'' if pd.isna(cell) else str(cell)!r}",
                           file=self.path, line=int(self.lines[row]), column=column)
 
     def check(self, bad: np.ndarray, column: str, expected: str) -> None:
@@ -98,8 +100,76 @@ def read_table(path: str | os.PathLike, kinds: dict[str, str], *,
     if header is None or not header.strip():
         raise InputError(f"empty file: expected a CSV header with columns {expected_header}",
                          file=path)
+    fast = _read_fast(path, skip, header.split(","), kinds, optional)
+    return fast if fast is not None else _read_text(path, skip, kinds, optional)
+
+
+class _Fallback(Exception):
+    """The fast path met something it does not handle: read again as text for the message."""
+
+
+def _read_fast(path: str, skip: int, header_names: list[str], kinds: dict[str, str],
+               optional: Iterable[str]):
+    """Let pandas infer numeric columns (fast); None if anything at all looks wrong.
+
+    Only clean files pass here; any doubt goes to `_read_text`, which reads every cell as text
+    and is the authority on what is wrong and where.
+    """
     try:
-        raw = pd.read_csv(path, skiprows=skip, dtype=str, keep_default_na=False,
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            raw = pd.read_csv(path, skiprows=skip, index_col=False, keep_default_na=False,
+                              na_values=[""], skip_blank_lines=False)
+        names = [str(c) for c in raw.columns]
+        if names != header_names:  # spaces, repeated or unnamed columns
+            raise _Fallback
+        if any(name not in names and name not in optional for name in kinds):
+            raise _Fallback
+        lines = np.arange(len(raw)) + skip + 2
+        blank = raw.isna().to_numpy().all(axis=1)
+        if blank.any():
+            raw, lines = raw[~blank].reset_index(drop=True), lines[~blank]
+        if not len(raw):
+            raise _Fallback
+        table = Table(path, {}, lines, raw)
+        for name, kind in kinds.items():
+            if name not in raw.columns:
+                continue
+            column = raw[name]
+            if kind in ("str", "name"):
+                if column.isna().any() and kind == "name":
+                    raise _Fallback
+                values = column.fillna("").astype(str).to_numpy(dtype=object)
+            elif kind == "timestamp":
+                values = pd.to_datetime(column, format=TIMESTAMP_FORMAT, errors="coerce")
+                if values.isna().any():
+                    raise _Fallback
+                values = values.to_numpy()
+            else:
+                if not pd.api.types.is_numeric_dtype(column.dtype):
+                    raise _Fallback
+                values = column.to_numpy(dtype=float)
+                bad = ~np.isfinite(values)
+                bad |= (values <= 0) if kind.startswith("positive") else (values < 0)
+                if kind.endswith("_int"):
+                    bad |= values != np.round(values)
+                if bad.any():
+                    raise _Fallback
+                values = values.astype(np.int64) if kind.endswith("_int") else values
+            table.columns[name] = values
+        return table
+    except (_Fallback, Warning, ValueError, TypeError, KeyError, OverflowError, OSError, EOFError,
+            UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        return None
+
+
+def _read_text(path: str, skip: int, kinds: dict[str, str], optional: Iterable[str]) -> Table:
+    """Read every cell as text and convert column by column, raising for the first bad cell."""
+    expected_header = ",".join(kinds)
+    try:
+        # header=None: the header line fixes the field count, so a longer row is an error
+        # (with a header, pandas would quietly take an extra first field as the index)
+        raw = pd.read_csv(path, skiprows=skip, header=None, dtype=str, keep_default_na=False,
                           na_filter=False, skip_blank_lines=False, skipinitialspace=True)
     except pd.errors.ParserError as e:
         m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
@@ -110,9 +180,14 @@ def read_table(path: str | os.PathLike, kinds: dict[str, str], *,
     except (pd.errors.EmptyDataError, UnicodeDecodeError, OSError, EOFError) as e:
         raise InputError(f"not a readable CSV: {e}", file=path) from None
 
-    raw.columns = [str(c).strip() for c in raw.columns]
     header_line = skip + 1
-    optional = set(optional)
+    names = [str(c).strip() for c in raw.iloc[0].fillna("")]
+    repeated = [c for c in names if names.count(c) > 1]
+    if repeated:
+        raise InputError("expected each column once in the header", file=path,
+                         line=header_line, column=repeated[0])
+    raw = raw.iloc[1:].reset_index(drop=True)
+    raw.columns = names
     for name in kinds:
         if name not in raw.columns and name not in optional:
             raise InputError(
