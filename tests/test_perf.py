@@ -240,6 +240,19 @@ def test_ps_synthetic_curve(perf: PerfModel) -> None:
     assert not perf.metric_increases("resnet-50")
 
 
+def test_statistical_efficiency(perf: PerfModel) -> None:
+    for app in APPS:
+        b0 = perf.measured_batch_sizes(app)[0]
+        assert perf.statistical_efficiency(app, b0, 0) == pytest.approx(1.0)
+        big = perf.measured_batch_sizes(app)[-1]
+        gain = perf.statistical_efficiency(app, big, perf.total_iterations(app, big) / 2)
+        assert 1.0 <= gain <= big / b0  # a bigger batch helps, never more than linearly
+
+
+def test_step_time_normalises_counts(perf: PerfModel) -> None:
+    assert perf.step_time("imagenet", (2, 4, 0, 4), 40) == perf.step_time("imagenet", (4, 4, 2), 40)
+
+
 def test_unknown_names(perf: PerfModel) -> None:
     with pytest.raises(KeyError, match="no measured profile"):
         perf.step_time("alexnet", (1,), 32)

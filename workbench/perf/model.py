@@ -17,8 +17,9 @@ node, largest first:
    replicas per node). At each bracketing measured node count n_i the replica count is taken at
    the same replicas-per-node ratio (r/n · n_i, clamped to that node count's measured range, so
    more than 4 replicas per node costs what 4 per node cost), then blended linearly in nodes.
-   Beyond 16 nodes the sync part grows per doubling of nodes by what it grew from 8 to 16 nodes
-   (never shrinks): sync(n) = sync(16) + max(0, sync(16) - sync(8)) · log2(n / 16).
+   Beyond 16 nodes the sync part keeps growing with log(nodes) at the rate it grew from 12 to 16
+   nodes (never shrinks): sync(n) = sync(16) + max(0, sync(16) - sync(12)) · log(n/16) / log(16/12),
+   both taken at the same replicas per node; the compute part stays.
 3. In the local batch every curve is piecewise linear in log(local_bsz): log(step_time) and
    sync_time are interpolated between measured batch sizes. Below the smallest measured batch the
    step and sync times stay at their values there (fixed per-step overheads dominate small
@@ -42,6 +43,9 @@ nearest measured size. `metric_at` interpolates the validation `metric` column i
 the two bracketing batch sizes linearly in batch size at the same epoch count. For PS models the
 curve is synthetic: loss = 1/(a·k + 1) + 0.1 with k = epochs done and a = 20 / epochs, so the
 loss starts at 1.1 and ends near 0.148; it is not measured.
+
+`grad_stats` / `statistical_efficiency` give the artifact's gradient statistics (per epoch,
+linear in batch size) and its gain (var + sqr) / (var / scale + sqr), scale = batch / initial.
 
 Measured errors (`fit_report()` computes them from the shipped data; `workbench bench perf`
 prints them), relative |predicted / measured - 1| of step_time, median (90th percentile) per app:
@@ -217,10 +221,11 @@ class PerfModel:
             hit = self._step_cache.get(key)
             if hit is not None:
                 return hit
-        if not counts or local_bsz <= 0:
+        norm = tuple(sorted((int(c) for c in counts if c > 0), reverse=True))
+        if not norm or not local_bsz > 0:
             raise ValueError(f"{app}: need replicas and a positive local batch,"
                              f" got {counts}, {local_bsz}")
-        out = self._app(app).step(counts, float(local_bsz))
+        out = self._app(app).step(norm, float(local_bsz))
         if self.cached:
             self._step_cache[key] = out
         return out
@@ -258,7 +263,12 @@ class PerfModel:
     # ---- Job-level rates -----------------------------------------------------------------
 
     def iteration_rate(self, spec: JobSpec, workers: Placement, ps: Placement) -> float:
-        """Iterations per second of the whole job at this placement; 0.0 if it cannot train."""
+        """Iterations per second of the whole job at this placement; 0.0 if it cannot train.
+
+        All-reduce: 1 / step time at local batch spec.batch_size / workers (with gradient
+        accumulation above the max local batch). PS: `ps_speed(app, workers, ps)`, which does
+        not depend on where the tasks are nor on spec.batch_size (one measured batch per model).
+        """
         counts = tuple(sorted((c for c in workers.values() if c > 0), reverse=True))
         if not counts:
             return 0.0
@@ -348,6 +358,32 @@ class PerfModel:
         m1 = self._metric_on(a, i, epochs_done)
         t = (batch_size - bs[i - 1]) / (bs[i] - bs[i - 1])
         return m0 + t * (m1 - m0)
+
+    def grad_stats(self, app: str, batch_size: float, iterations: float) -> tuple[float, float]:
+        """(grad_sqr, grad_var) of the validation files during the epoch reached after
+        `iterations` at `batch_size`; linear in batch size between measured sizes (the artifact's
+        rule), the nearest measured size outside."""
+        a = self._app(app)
+        epoch = int(iterations // self.epoch_iterations(app, batch_size))
+        epoch = min(max(epoch, 0), a.max_epochs - 1)
+        bs = a.val_bsz
+        i = min(max(bisect.bisect_right(bs, batch_size), 1), len(bs) - 1)
+        b0, b1 = bs[i - 1], bs[i]
+        t = min(max((batch_size - b0) / (b1 - b0), 0.0), 1.0)
+        v0, v1 = a.val[i - 1], a.val[i]
+        sqr = v0["grad_sqr"][epoch] + t * (v1["grad_sqr"][epoch] - v0["grad_sqr"][epoch])
+        var = v0["grad_var"][epoch] + t * (v1["grad_var"][epoch] - v0["grad_var"][epoch])
+        return sqr, var
+
+    def statistical_efficiency(self, app: str, batch_size: float, iterations: float,
+                               initial_batch_size: float | None = None) -> float:
+        """Progress per iteration relative to the initial batch, as in the Pollux artifact:
+        (var + sqr) / (var / scale + sqr) with scale = batch / initial batch (default: the
+        smallest measured batch)."""
+        init = initial_batch_size or self._app(app).val_bsz[0]
+        sqr, var = self.grad_stats(app, batch_size, iterations)
+        scale = batch_size / init
+        return (var + sqr) / (var / scale + sqr)
 
     def metric_increases(self, app: str) -> bool:
         """True if the app's metric improves upwards (accuracy), False for loss-like metrics."""
