@@ -11,7 +11,7 @@ Writes two files:
   keys a placement by its smallest rotation; a multiset merges those rotations) and per local
   batch size; the same averaged per (num_nodes, num_replicas) for the grid used for other
   placements (placements.csv rows grouped as in the artifact, plus scalability.csv); and the
-  validation curves (iteration, metric, progress, grad_sqr, grad_var per epoch). Floats are
+  validation curves (iteration, metric, grad_sqr, grad_var per epoch). Floats are
   rounded to 6 significant digits.
 - `ps_fit.json`: per DL2 model, only the fitted Optimus coefficients
   speed = 1 / (θ0·M/w + θ1 + θ2·w/p + θ3·w + θ4·p) and the fit's error figures. The raw DL2
@@ -98,7 +98,7 @@ def derive_app(app_dir: Path, app: str) -> dict:
         rows = read_csv(path)
         validation[path.stem.split("-")[1]] = {
             col: [r6(r[col]) for r in rows]
-            for col in ("iteration", "metric", "progress", "grad_sqr", "grad_var")}
+            for col in ("iteration", "metric", "grad_sqr", "grad_var")}
     first = validation[min(validation, key=int)]["metric"]
     return {
         "max_epochs": MAX_EPOCHS[app],
