@@ -75,6 +75,9 @@ class JobSpec:
     kind: JobKind = JobKind.ALLREDUCE
     # Quality-of-experience target (DQoES): reach `target_metric` by `deadline`.
     target_metric: float | None = None
+    # Cores a task would use unthrottled, as a multiple of its CPU request (a container without
+    # a CPU limit bursts above its request). 1.0: uses what it requests, so it never contends.
+    cpu_burst: float = 1.0
 
     def __post_init__(self) -> None:
         if not (1 <= self.min_workers <= self.initial_workers <= self.max_workers):

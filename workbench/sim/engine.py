@@ -10,8 +10,12 @@ Modelling choices (documented defaults):
   seconds with no progress (30 s, as in the Pollux artifact's simulator).
 - A failed node's jobs go back to waiting with the progress of their last checkpoint,
   taken every `checkpoint_interval` seconds of training (default 600 s).
-- Contention (off by default): co-located jobs whose summed CPU demand exceeds a node's
-  cores slow each other in proportion to their requests (see `_contention_factor`).
+- Contention (off by default): a task uses `cpu_burst` × its CPU request when unthrottled;
+  where the running tasks on a node want more cores than it has, the cores are shared in
+  proportion to the requests (CPU shares, water-filled: a task never gets more than it wants),
+  and a job runs at the pace of its most squeezed node (see `cpu_share_factors`). Tasks that
+  want no more than they request (`cpu_burst` 1.0, the default) are never slowed, and whole
+  GPUs are exclusive, so only CPU is contended.
 """
 
 from __future__ import annotations
@@ -301,25 +305,28 @@ class SimBackend:
         return rate
 
     def _contention_factor(self, job: JobStatus) -> float:
-        """Slowdown of a job from co-located jobs whose CPU requests exceed the node's cores.
+        """Slowdown of a job from co-located jobs that want more cores than a node has.
 
-        On each node the job's tasks get cores in proportion to their requests; the job
-        runs at the pace of its most squeezed node. Jobs with exclusive whole GPUs share
-        no GPU, only CPU, so only CPU is contended.
+        On each node the job's tasks get cores in proportion to their requests (see
+        `cpu_share_factors`); the job runs at the pace of its most squeezed node.
         """
         worst = 1.0
         for name in job.nodes:
-            i = self.node_index[name]
-            demand = self._cpu_demand_on(i)
-            if demand > self.capacity[i, CPU] + _EPS:
-                worst = min(worst, self.capacity[i, CPU] / demand)
+            worst = min(worst, self._node_cpu_factors(self.node_index[name]).get(job.name, 1.0))
         return worst
 
-    def _cpu_demand_on(self, i: int) -> float:
+    def _node_cpu_factors(self, i: int) -> dict[str, float]:
         name = self.nodes[i].name
-        return sum(j.spec.worker_demand.cpu * j.workers.get(name, 0)
-                   + j.spec.ps_demand.cpu * j.ps.get(name, 0)
-                   for j in self._running.values())
+        want: dict[str, float] = {}
+        weight: dict[str, float] = {}
+        for j in self._running.values():
+            w, p = j.workers.get(name, 0), j.ps.get(name, 0)
+            if not (w or p):
+                continue
+            request = j.spec.worker_demand.cpu * w + j.spec.ps_demand.cpu * p
+            want[j.name] = request * j.spec.cpu_burst
+            weight[j.name] = max(request, 1e-3)  # a best-effort pod still gets a minimal share
+        return cpu_share_factors(float(self.capacity[i, CPU]), want, weight)
 
     def _refresh_contention(self, nodes: set[str]) -> None:
         for job in list(self._running.values()):
@@ -563,4 +570,31 @@ class _Refused(Exception):
     pass
 
 
-__all__ = ["SimBackend", "Fault", "Usage", "Resources"]
+def cpu_share_factors(cores: float, want: dict[str, float], weight: dict[str, float]
+                      ) -> dict[str, float]:
+    """Fraction of the cores it wants that each job gets on a node of `cores` cores.
+
+    If all wants fit, everyone gets 1.0. Otherwise cores are shared in proportion to `weight`
+    (the CPU requests, as Linux CPU shares do), water-filled: a job whose proportional share
+    exceeds its want gets its want, and the rest is shared again among the others.
+    """
+    if sum(want.values()) <= cores + _EPS:
+        return {k: 1.0 for k in want}
+    got: dict[str, float] = {}
+    left = {k for k, v in want.items() if v > 0}
+    room = cores
+    while left:
+        wsum = sum(weight[k] for k in left)
+        satisfied = [k for k in left if want[k] <= room * weight[k] / wsum + _EPS]
+        if not satisfied:
+            for k in left:
+                got[k] = room * weight[k] / wsum
+            break
+        for k in satisfied:
+            got[k] = want[k]
+            room -= want[k]
+            left.discard(k)
+    return {k: (got.get(k, v) / v if v > 0 else 1.0) for k, v in want.items()}
+
+
+__all__ = ["SimBackend", "Fault", "Usage", "Resources", "cpu_share_factors"]
