@@ -18,14 +18,14 @@ def parse_quantity(text: str | float) -> float:
     for suffix in ("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"):
         if s.endswith(suffix):
             return float(s[: -len(suffix)]) * _SUFFIX[suffix]
-    if s and s[-1] in "numkMGTPE" and not s[-2:-1].lower() == "e":
+    if s and s[-1] in "numkMGTPE" and s[-2:-1].lower() != "e":
         return float(s[:-1]) * _SUFFIX[s[-1]]
     return float(s)  # plain or exponent form ("1e3")
 
 
 def cpu_quantity(cores: float) -> str:
-    return f"{int(round(cores * 1000))}m" if cores != int(cores) else str(int(cores))
+    return f"{round(cores * 1000)}m" if cores != int(cores) else str(int(cores))
 
 
 def mem_quantity(gib: float) -> str:
-    return f"{int(round(gib * 1024))}Mi" if gib != int(gib) else f"{int(gib)}Gi"
+    return f"{round(gib * 1024)}Mi" if gib != int(gib) else f"{int(gib)}Gi"
