@@ -1,0 +1,480 @@
+"""The app's state store: one `param.Parameterized` holding the backend, the controller and
+everything the views draw. It holds no widgets; views watch its parameters (`version` bumps
+once per refresh) and call its methods.
+
+    state = WorkbenchState.from_workload(trace="default", cluster="default", policy="tiresias")
+    state.step()                       # one scheduling round
+    state.advance(3600)                # an hour of simulated time
+    preview = state.preview_switch("fifo")   # what the switch is forecast to change
+    state.switch_policy("fifo")        # live, from the next round on
+    result = state.what_if()           # every engine from here to the end
+
+On a real cluster (not the simulator) the controls that change it can be locked
+(`controls_locked`); the methods that would change it then raise `PermissionError`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import param
+
+from ..control import Controller
+from ..metrics import run_metrics
+from ..model import JobState, JobStatus
+from ..policies import available, make_policy
+from .data import (
+    JOB_COLUMNS,
+    ClusterCells,
+    ClusterLayout,
+    cluster_cells,
+    cluster_layout,
+    gpu_holders,
+    job_sort_key,
+    jobs_frame,
+)
+from .forecasting import job_forecasts
+
+TIMELINE_COLUMNS = ["time_h", "policy", "gpu_util", "cpu_util", "queued", "running", "completed",
+                    "deadline_hits", "deadline_misses"]
+ENGINE_HISTORY = 2000  # samples of each numeric engine-view series kept for the charts
+
+
+@dataclass
+class SwitchPreview:
+    """What switching from `current` to `candidate` is forecast to change over `horizon` s."""
+
+    current: str
+    candidate: str
+    start: float
+    horizon: float
+    table: pd.DataFrame  # one row per policy: completed, deadline hits, JCT, queue, utilisation
+    changes: pd.DataFrame  # jobs whose outcome differs most
+    decisions: pd.DataFrame  # the first decisions each policy would take
+    seconds: float
+
+    def summary(self) -> str:
+        t = self.table.set_index("policy")
+        a, b = t.iloc[0], t.iloc[1]
+        parts = [f"completions {a.completed:.0f} → {b.completed:.0f}",
+                 f"queued at end {a.queued_at_end:.0f} → {b.queued_at_end:.0f}"]
+        if not (math.isnan(a.mean_jct_h) or math.isnan(b.mean_jct_h)):
+            parts.append(f"mean JCT of those {a.mean_jct_h:.2f} h → {b.mean_jct_h:.2f} h")
+        if a.deadline_jobs or b.deadline_jobs:
+            parts.append(f"deadlines met {a.deadline_hits:.0f} → {b.deadline_hits:.0f}")
+        return f"over the next {self.horizon / 3600:g} h: " + ", ".join(parts)
+
+
+@dataclass
+class WhatIfResult:
+    start: float
+    until: float | None
+    table: pd.DataFrame  # one row per engine
+    jct_h: dict[str, np.ndarray] = field(default_factory=dict)  # completed jobs' JCT per engine
+    seconds: float = 0.0
+
+
+class WorkbenchState(param.Parameterized):
+    """The single source of truth of the app. No widgets in here."""
+
+    policy = param.String(default="", doc="the engine scheduling now")
+    candidate = param.Selector(default=None, objects=[], allow_None=True,
+                               doc="an engine the user considers switching to")
+    running = param.Boolean(default=False, doc="the simulator advances on every tick")
+    speed = param.Number(default=600.0, bounds=(1.0, 1e7),
+                         doc="simulated seconds per wall-clock second")
+    period_ms = param.Integer(default=500, bounds=(50, 60_000), doc="tick period of the app")
+    preview_horizon = param.Number(default=4 * 3600.0, bounds=(60.0, None),
+                                   doc="how far ahead a switch preview looks (s)")
+    max_job_rows = param.Integer(default=500, doc="finished jobs beyond this many are not listed")
+
+    now = param.Number(default=0.0, doc="backend clock, seconds")
+    version = param.Integer(default=0, doc="bumped once per refresh; views watch it")
+    finished = param.Boolean(default=False)
+    controls_locked = param.Boolean(default=False,
+                                    doc="changing a real cluster needs authentication")
+    busy = param.String(default="", doc="what long computation is running, if any")
+    message = param.String(default="")
+
+    jobs = param.DataFrame(default=pd.DataFrame(columns=JOB_COLUMNS), doc="the jobs table")
+    cells = param.Parameter(default=None, doc="ClusterCells of the cluster view")
+    forecasts = param.Dict(default={}, doc="job name -> forecast")
+    summary = param.Dict(default={}, doc="headline numbers")
+    engine = param.Dict(default={}, doc="the active engine's engine_view()")
+    preview = param.Parameter(default=None, doc="SwitchPreview of `candidate`")
+    what_if_result = param.Parameter(default=None, doc="WhatIfResult of the last what-if")
+
+    def __init__(self, backend, policy: str | Any = "tiresias", *, controller: Controller | None = None,
+                 workload: str = "", cluster: str = "", **params) -> None:
+        super().__init__(**params)
+        self.backend = backend
+        pol = make_policy(policy) if isinstance(policy, str) else policy
+        self.controller = controller or Controller(backend, pol)
+        self.workload = workload
+        self.cluster_name = cluster
+        self.perf = getattr(backend, "perf", None)
+        self.layout: ClusterLayout = cluster_layout(list(backend.observe().nodes))
+        self.param.candidate.objects = available()
+        self.engine_history: dict[str, list[tuple[float, Any]]] = {}
+        self.last_action: dict[str, str] = {}
+        self._decision_cursor = 0
+        self.refresh_seconds = 0.0
+        self.advance_seconds = 0.0
+        self.policy = self.controller.policy.name
+        self.refresh()
+
+    @classmethod
+    def from_workload(cls, trace: str = "default", cluster: str | None = "default",
+                      policy: str = "tiresias", *, seed: int = 0, limit: int | None = None,
+                      jobs: Sequence | None = None, nodes: Sequence | None = None,
+                      **params) -> WorkbenchState:
+        """A simulated cluster (`cluster` preset or NxG) running the jobs of `trace`."""
+        from ..clusters import parse_cluster
+        from ..sim import SimBackend
+        from ..traces import load_trace
+
+        sim_keys = {"restart_delay", "checkpoint_interval", "faults", "contention"}
+        sim_options = {k: params.pop(k) for k in list(params) if k in sim_keys}
+        if jobs is None:
+            jobs = load_trace(trace, seed=seed)
+            if limit is not None:
+                jobs = sorted(jobs, key=lambda j: j.arrival)[:limit]
+        if nodes is None:
+            if cluster is None and str(trace).split(":")[0] == "philly":
+                cluster = "philly"
+            nodes = parse_cluster(cluster)
+        backend = SimBackend(nodes, jobs, **sim_options)
+        return cls(backend, policy, workload=str(trace), cluster=str(cluster), **params)
+
+    # ---- facts ------------------------------------------------------------------------------
+
+    @property
+    def simulated(self) -> bool:
+        """A simulator (it can fork and jump its clock); otherwise a real cluster."""
+        return hasattr(self.backend, "fork")
+
+    @property
+    def recorder(self):
+        return self.controller.recorder
+
+    def _require_control(self) -> None:
+        if self.controls_locked:
+            raise PermissionError("controls are locked: changing this cluster needs the access token")
+
+    # ---- moving the clock -------------------------------------------------------------------
+
+    def step(self) -> None:
+        """One scheduling round (the simulator jumps to it)."""
+        self._require_control()
+        t0 = time.perf_counter()
+        self.controller.step()
+        self.advance_seconds = time.perf_counter() - t0
+        self._after_move()
+
+    def advance(self, seconds: float, max_rounds: int | None = 2000) -> None:
+        """Run the simulator `seconds` forward (at most `max_rounds` rounds, to stay responsive);
+        on a real cluster, run the round that is due, if any."""
+        self._require_control()
+        t0 = time.perf_counter()
+        if self.simulated:
+            self.controller.run(until=self.backend.now + seconds, max_rounds=max_rounds)
+        else:
+            due = self.controller.next_round_time()
+            if due is not None and due <= self.backend.now:
+                self.controller.round()
+        self.advance_seconds = time.perf_counter() - t0
+        self._after_move()
+
+    def run_to_end(self) -> None:
+        self._require_control()
+        self.controller.run()
+        self._after_move()
+
+    def tick(self) -> None:
+        """Called by the app's periodic callback: advance if running, then refresh."""
+        if self.running and not self.finished and not self.busy:
+            try:
+                self.advance(self.speed * self.period_ms / 1000.0)
+            except PermissionError:
+                self.running = False
+        elif not self.simulated:
+            self.refresh()
+
+    def play(self) -> None:
+        self._require_control()
+        if not self.finished:
+            self.running = True
+
+    def pause(self) -> None:
+        self.running = False
+
+    def _after_move(self) -> None:
+        if self.backend.done():
+            self.running = False
+            self.finished = True
+        self.refresh()
+
+    # ---- policies ---------------------------------------------------------------------------
+
+    def switch_policy(self, name: str) -> None:
+        """Use engine `name` from the next round on; no job is touched by the switch itself."""
+        self._require_control()
+        if name not in available():
+            raise KeyError(f"unknown engine {name!r}; available: {', '.join(available())}")
+        if name == self.controller.policy.name and self.controller._pending_switch is None:
+            return
+        self.controller.switch(make_policy(name))
+        self.engine_history = {}
+        self.param.update(policy=name, preview=None, candidate=None,
+                          message=f"switched to {name} at {self.backend.now / 3600:.2f} h")
+        # Take the switch now so the next round (and the timeline marker) is the new engine's.
+        self.controller._take_switch()
+        self.refresh()
+
+    @param.depends("candidate", watch=True)
+    def _preview_candidate(self) -> None:
+        if self.candidate and self.candidate != self.policy and self.simulated:
+            self.preview = self.preview_switch(self.candidate)
+        else:
+            self.preview = None
+
+    def preview_switch(self, name: str, horizon: float | None = None) -> SwitchPreview:
+        """Fork the simulator and run the current engine and `name` side by side for
+        `horizon` seconds: what the switch is forecast to change."""
+        if not self.simulated:
+            raise TypeError("a switch preview needs the simulator (it forks the state)")
+        horizon = float(horizon or self.preview_horizon)
+        t0 = time.perf_counter()
+        self.busy = f"forecasting a switch to {name}"
+        try:
+            cur = self.controller.policy
+            try:
+                keep = copy.deepcopy(cur)  # keeps the engine's learning state
+            except Exception:  # noqa: BLE001 - an engine that cannot be copied starts afresh
+                keep = make_policy(cur.name)
+            start = self.backend.now
+            base_usage = copy.copy(self.backend.usage) if hasattr(self.backend, "usage") else None
+            runs = self.controller.what_if({cur.name: keep, name: make_policy(name)},
+                                           until=start + horizon) if name != cur.name else {}
+            if name == cur.name:
+                raise ValueError(f"{name} is already the engine scheduling now")
+            rows, outcomes, decisions = [], {}, []
+            for label, twin in runs.items():
+                rows.append(_horizon_row(label, twin, start, base_usage))
+                outcomes[label] = {j.name: j for j in twin.backend.jobs.values()}
+                acts = [d for d in twin.recorder.decisions if d.action != "Wait"][:12]
+                decisions += [{"policy": label, "time_h": d.time / 3600, "action": d.action,
+                               "job": d.job, "reason": d.reason} for d in acts]
+            changes = _job_changes(outcomes[cur.name], outcomes[name], cur.name, name, start)
+        finally:
+            self.busy = ""
+        return SwitchPreview(cur.name, name, start, horizon, pd.DataFrame(rows), changes,
+                             pd.DataFrame(decisions, columns=["policy", "time_h", "action", "job",
+                                                              "reason"]),
+                             time.perf_counter() - t0)
+
+    def what_if(self, policies: Sequence[str] | None = None, until: float | None = None) -> WhatIfResult:
+        """Fork the current state and run every engine (or `policies`) to the end (or `until`)."""
+        if not self.simulated:
+            raise TypeError("a what-if needs the simulator (it forks the state)")
+        names = list(policies or available())
+        t0 = time.perf_counter()
+        rows, jct = [], {}
+        try:
+            for name in names:
+                self.busy = f"what-if: running {name}"
+                runs = self.controller.what_if({name: make_policy(name)}, until=until)
+                twin = runs[name]
+                m = run_metrics(twin.backend)
+                rows.append({"policy": name, **{k: m[k] for k in (
+                    "completed", "rejected", "unfinished", "avg_jct_h", "median_jct_h", "p95_jct_h",
+                    "makespan_h", "avg_queue_h", "deadline_hit_rate", "gpu_alloc_util",
+                    "restarts")}, "stalled": len(twin.stalled)})
+                jct[name] = np.array([(j.finish_time - j.spec.arrival) / 3600
+                                      for j in twin.backend.jobs.values()
+                                      if j.state is JobState.COMPLETED])
+        finally:
+            self.busy = ""
+        result = WhatIfResult(self.backend.now, until, pd.DataFrame(rows), jct,
+                              time.perf_counter() - t0)
+        self.what_if_result = result
+        return result
+
+    # ---- derived data -----------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        """Observe the backend and recompute everything the views draw."""
+        t0 = time.perf_counter()
+        state = self.backend.observe()
+        self.cluster_state = state
+        holders = gpu_holders(self.backend, state)
+        cells: ClusterCells = cluster_cells(state, holders, self.layout.max_gpus)
+        forecasts = job_forecasts(state, self.perf)
+        self._absorb_decisions()
+        jobs_df = jobs_frame(self._listed_jobs(), forecasts, self.last_action)
+        engine = self._engine_view(state.now)
+        self.param.update(now=state.now, cells=cells, forecasts=forecasts, jobs=jobs_df,
+                          engine=engine, summary=self._summary(state, cells),
+                          version=self.version + 1)
+        self.refresh_seconds = time.perf_counter() - t0
+
+    def _listed_jobs(self) -> list[JobStatus]:
+        all_jobs = getattr(self.backend, "jobs", None) or self.cluster_state.jobs
+        active = [j for j in all_jobs.values() if not j.state.finished]
+        done = [j for j in all_jobs.values() if j.state.finished]
+        if len(done) > self.max_job_rows:
+            done = sorted(done, key=lambda j: -(j.finish_time or 0.0))[: self.max_job_rows]
+        return sorted(active + done, key=job_sort_key)
+
+    def _absorb_decisions(self) -> None:
+        decisions = self.recorder.decisions
+        for d in decisions[self._decision_cursor:]:
+            self.last_action[d.job] = (f"{d.action}{'' if d.applied else ' (refused)'}"
+                                       f" @ {d.time / 3600:.2f} h")
+        self._decision_cursor = len(decisions)
+
+    def _engine_view(self, now: float) -> dict[str, Any]:
+        try:
+            view = dict(self.controller.policy.engine_view() or {})
+        except Exception as e:  # noqa: BLE001 - a teaching view must never stop the console
+            view = {"error": f"engine_view() failed: {e}"}
+        for key, value in view.items():
+            point = _numeric_point(value)
+            if point is not None:
+                series = self.engine_history.setdefault(key, [])
+                if not series or series[-1][0] != now:
+                    series.append((now, point))
+                    del series[:-ENGINE_HISTORY]
+        return view
+
+    def _summary(self, state, cells: ClusterCells) -> dict[str, Any]:
+        tl = self.recorder.timeline
+        last = tl[-1] if tl else None
+        all_jobs = getattr(self.backend, "jobs", state.jobs)
+        counts = {s: 0 for s in JobState}
+        for j in all_jobs.values():
+            counts[j.state] += 1
+        up = state.node_up
+        total_gpus = float(state.capacity[up, 2].sum())
+        return {
+            "now_h": state.now / 3600,
+            "policy": self.controller.policy.name,
+            "gpus_used": float(state.allocated[:, 2].sum()),
+            "gpus_total": total_gpus,
+            "nodes_up": int(up.sum()),
+            "nodes": len(state.nodes),
+            "running": counts[JobState.RUNNING] + counts[JobState.RESTARTING],
+            "queued": counts[JobState.PENDING] + counts[JobState.HOLDING],
+            "completed": counts[JobState.COMPLETED],
+            "rejected": counts[JobState.REJECTED],
+            "to_arrive": int(getattr(self.backend, "pending_arrivals", lambda: 0)()),
+            "deadline_hits": last.deadline_hits if last else 0,
+            "deadline_misses": last.deadline_misses if last else 0,
+        }
+
+    # ---- tables for the views --------------------------------------------------------------
+
+    def timeline_frame(self, start: int = 0) -> pd.DataFrame:
+        """Timeline samples from index `start` on (the views stream only the new ones)."""
+        rows = [(s.time / 3600, s.policy, s.gpus_allocated / s.gpus_total if s.gpus_total else 0.0,
+                 s.cpus_allocated / s.cpus_total if s.cpus_total else 0.0, s.queued, s.running,
+                 s.completed, s.deadline_hits, s.deadline_misses)
+                for s in self.recorder.timeline[start:]]
+        return pd.DataFrame.from_records(rows, columns=TIMELINE_COLUMNS)
+
+    def switches_frame(self) -> pd.DataFrame:
+        return pd.DataFrame([{"time_h": t / 3600, "from": a, "to": b}
+                             for t, a, b in self.recorder.switches], columns=["time_h", "from", "to"])
+
+    def decisions_frame(self, last: int = 200, job: str | None = None,
+                        include_waits: bool = True) -> pd.DataFrame:
+        ds = self.recorder.why(job) if job else self.recorder.decisions[-max(last * 4, last):]
+        if not include_waits:
+            ds = [d for d in ds if d.action != "Wait"]
+        ds = ds[-last:]
+        return pd.DataFrame([{"time_h": d.time / 3600, "policy": d.policy, "action": d.action,
+                              "job": d.job, "applied": d.applied, "reason": d.reason,
+                              "detail": d.detail} for d in reversed(ds)],
+                            columns=["time_h", "policy", "action", "job", "applied", "reason",
+                                     "detail"])
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+
+def _numeric_point(value: Any) -> Any:
+    """A value worth a history chart: a number, or a flat dict of numbers."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float, np.number)) and math.isfinite(float(value)):
+        return float(value)
+    if isinstance(value, dict) and value and len(value) <= 64 and all(
+            isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in value.values()):
+        return {str(k): float(v) for k, v in value.items()}
+    return None
+
+
+def _horizon_row(label: str, twin: Controller, start: float, base_usage) -> dict[str, Any]:
+    jobs = list(twin.backend.jobs.values())
+    done = [j for j in jobs if j.state is JobState.COMPLETED and j.finish_time > start]
+    deadline = [j for j in done if j.spec.deadline is not None]
+    hits = sum(1 for j in deadline if j.finish_time <= j.spec.deadline + 1e-9)
+    missed_late = sum(1 for j in jobs if j.spec.deadline is not None and j.spec.deadline > start
+                      and j.spec.deadline <= twin.backend.now
+                      and not (j.state is JobState.COMPLETED and j.finish_time <= j.spec.deadline))
+    jct = [(j.finish_time - j.spec.arrival) / 3600 for j in done]
+    util = float("nan")
+    u = getattr(twin.backend, "usage", None)
+    if u is not None and base_usage is not None:
+        cap = u.gpu_capacity - base_usage.gpu_capacity
+        util = (u.gpu_allocated - base_usage.gpu_allocated) / cap if cap > 0 else float("nan")
+    queued = sum(1 for j in twin.backend.active.values()
+                 if j.state in (JobState.PENDING, JobState.HOLDING)) if hasattr(
+                     twin.backend, "active") else 0
+    return {"policy": label, "completed": len(done), "deadline_jobs": len(deadline) + missed_late,
+            "deadline_hits": hits, "mean_jct_h": float(np.mean(jct)) if jct else float("nan"),
+            "queued_at_end": queued, "gpu_util": util,
+            "restarts": sum(j.restarts for j in jobs), "rounds": twin.rounds}
+
+
+def _job_changes(a: dict[str, JobStatus], b: dict[str, JobStatus], name_a: str, name_b: str,
+                 start: float, top: int = 12) -> pd.DataFrame:
+    rows = []
+    for name in set(a) | set(b):
+        ja, jb = a.get(name), b.get(name)
+        if ja is None or jb is None:
+            continue
+        if ja.state.finished and (ja.finish_time or 0) <= start:
+            continue  # finished before the fork: the switch cannot change it
+        fa = ja.finish_time if ja.state is JobState.COMPLETED else None
+        fb = jb.finish_time if jb.state is JobState.COMPLETED else None
+        if fa is None and fb is None:
+            delta = 0.0 if ja.state == jb.state else 1e9
+            if (ja.fraction_done - jb.fraction_done) and not delta:
+                delta = abs(ja.fraction_done - jb.fraction_done) * 1e3
+        elif fa is None or fb is None:
+            delta = 1e8
+        else:
+            delta = abs(fa - fb)
+        if delta < 1.0:
+            continue
+        rows.append({"job": name,
+                     f"{name_a}": _outcome(ja), f"{name_b}": _outcome(jb), "_delta": delta})
+    rows.sort(key=lambda r: -r["_delta"])
+    df = pd.DataFrame(rows[:top], columns=["job", name_a, name_b, "_delta"])
+    return df.drop(columns="_delta")
+
+
+def _outcome(j: JobStatus) -> str:
+    if j.state is JobState.COMPLETED:
+        return f"done at {j.finish_time / 3600:.2f} h"
+    if j.state is JobState.REJECTED:
+        return "rejected"
+    return f"{j.state.value}, {j.fraction_done:.0%} done"
