@@ -287,3 +287,45 @@ def test_cli_trace_show(capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [(f"workbench: error: {bad}:2: column 'num_replicas': expected a positive"
                     " integer, got '0'")]
+
+
+def test_fast_and_text_paths_agree(tmp_path):
+    # names that look like numbers stay as written; booleans are not counts
+    path = write(tmp_path / "w.csv", POLLUX_HEADER + "01,0,ncf,1,256\n002,1,ncf,2,512\n")
+    assert [j.name for j in load_pollux_workload(path)] == ["01", "002"]
+    path = write(tmp_path / "b.csv", "arrival,duration,num_gpus\n0,5,True\n")
+    with pytest.raises(InputError, match="column 'num_gpus': expected a positive integer,"
+                       " got 'True'"):
+        load_philly(path)
+    path = write(tmp_path / "s.csv", "arrival, duration, num_gpus\n0, 5, 2\n")
+    assert load_philly(path)[0].initial_workers == 2
+
+
+def test_gzip_with_comment_lines_counts_physical_lines(tmp_path):
+    path = tmp_path / "p.csv.gz"
+    with gzip.open(path, "wt") as f:
+        f.write("# attribution\n# more\narrival,duration,num_gpus\n0,5,1\n3,-1,1\n")
+    with pytest.raises(InputError) as err:
+        load_philly(path)
+    assert str(err.value) == f"{path}:5: column 'duration': expected a positive number, got '-1'"
+    with gzip.open(path, "wt") as f:
+        f.write("# attribution\narrival,duration,num_gpus\n0,5,1\n3,1,1\n")
+    assert len(load_trace(str(path))) == 2
+
+
+def test_load_trace_limit():
+    assert len(load_trace("philly", limit=100)) == 100
+    jobs = load_trace("default", limit=10)
+    assert [j.name for j in jobs] == [j.name for j in default_workload()[:10]]
+    with pytest.raises(ConfigError):
+        load_trace("default", limit=-1)
+
+
+SHARED_WORKLOADS = sorted((SHARED_PHILLY.parents[1] / "pollux").glob("workloads*/*.csv"))
+
+
+@pytest.mark.skipif(not SHARED_WORKLOADS, reason="shared Pollux workloads not present")
+def test_every_shared_pollux_workload_loads():
+    for path in SHARED_WORKLOADS:
+        jobs = load_pollux_workload(path, deadline_factor=2.0)
+        assert len(jobs) == 160 and all(j.deadline > j.arrival for j in jobs)

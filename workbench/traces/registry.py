@@ -39,14 +39,26 @@ def default_workload() -> Jobs:
     return jobs
 
 
-def load_trace(spec: str, *, seed: int = 0) -> Jobs:
-    """The jobs named by `spec` (see the module docstring for the forms)."""
+def load_trace(spec: str, *, seed: int = 0, limit: int | None = None) -> Jobs:
+    """The jobs named by `spec` (see the module docstring for the forms), in arrival order;
+    `limit` keeps only the first jobs (read cheaply for Philly)."""
+    if limit is not None and limit < 0:
+        raise ConfigError(f"limit: expected a non-negative integer, got {limit}")
+    if str(spec).strip().partition(":")[0] == "philly":
+        arg = str(spec).strip().partition(":")[2]
+        return load_philly(arg or None, seed=seed, limit=limit)
+    jobs = _load(spec, seed)
+    if limit is not None and limit < len(jobs):
+        jobs = Jobs(jobs[:limit], source=jobs.source, skipped=jobs.skipped,
+                    notes=jobs.notes + [f"first {limit} jobs kept"])
+    return jobs
+
+
+def _load(spec: str, seed: int) -> Jobs:
     spec = str(spec).strip()
     kind, _, arg = spec.partition(":")
     if kind == "default" and not arg:
         return default_workload()
-    if kind == "philly":
-        return load_philly(arg or None, seed=seed)
     if kind == "pollux":
         if not arg:
             raise ConfigError("trace 'pollux:PATH' needs a path to a workload CSV")

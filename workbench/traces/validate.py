@@ -118,8 +118,11 @@ def _read_fast(path: str, skip: int, header_names: list[str], kinds: dict[str, s
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
+            text = {c: str for c, k in kinds.items() if k in ("str", "name", "timestamp")
+                    and c in header_names}
             raw = pd.read_csv(path, skiprows=skip, index_col=False, keep_default_na=False,
-                              na_values=[""], skip_blank_lines=False)
+                              na_values=[""], skip_blank_lines=False, skipinitialspace=True,
+                              dtype=text)
         names = [str(c) for c in raw.columns]
         if names != header_names:  # spaces, repeated or unnamed columns
             raise _Fallback
@@ -146,7 +149,8 @@ def _read_fast(path: str, skip: int, header_names: list[str], kinds: dict[str, s
                     raise _Fallback
                 values = values.to_numpy()
             else:
-                if not pd.api.types.is_numeric_dtype(column.dtype):
+                if not pd.api.types.is_numeric_dtype(column.dtype) or \
+                        pd.api.types.is_bool_dtype(column.dtype):
                     raise _Fallback
                 values = column.to_numpy(dtype=float)
                 bad = ~np.isfinite(values)
