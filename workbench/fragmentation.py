@@ -136,6 +136,7 @@ class FragmentationIndex:
         self.thresholds, self.cls_thr = np.unique(classes.gpu_milli[gpu_classes],
                                                   return_inverse=True)
         self.access = model_access(node_models, classes)[:, gpu_classes]
+        self._group()
         self.gpu_free, self.cpu_free, self.mem_free = gpu_free, cpu_free, mem_free
         n = len(gpu_free)
         self.usable_at = np.zeros((n, len(self.thresholds)))
@@ -156,9 +157,37 @@ class FragmentationIndex:
         self.usable[idx] = self._usable(idx, usable_at, count_at, self.cpu_free[idx],
                                         self.mem_free[idx])
 
+    def _group(self) -> None:
+        """Classes that differ only in CPU share one column: their weights are summed per CPU
+        level, so pricing costs (candidates x groups) instead of (candidates x classes)."""
+        self.grouped = not self.cls_mem.any()
+        if not self.grouped:
+            return
+        models = [self.classes.gpu_models[k] for k in np.flatnonzero(self.classes.gpu_milli > 0)]
+        keys: dict[tuple, int] = {}
+        member = np.empty(len(self.cls_cpu), dtype=np.int64)
+        for k, key in enumerate(zip(self.cls_thr.tolist(), self.cls_num.tolist(), models)):
+            member[k] = keys.setdefault(key, len(keys))
+        first = np.array([np.flatnonzero(member == g)[0] for g in range(len(keys))],
+                         dtype=np.int64)
+        self.grp_thr = self.cls_thr[first]
+        self.grp_num = self.cls_num[first]
+        self.grp_access = self.access[:, first]
+        self.cpu_levels = np.unique(self.cls_cpu)
+        # weight_upto[i, g]: weight of group g's classes needing at most cpu_levels[i-1]
+        weight_upto = np.zeros((len(self.cpu_levels) + 1, len(keys)))
+        level = np.searchsorted(self.cpu_levels, self.cls_cpu)
+        np.add.at(weight_upto, (level + 1, member), self.cls_weight)
+        self.weight_upto = np.cumsum(weight_upto, axis=0)
+
     def _usable(self, nodes: np.ndarray, usable_at: np.ndarray, count_at: np.ndarray,
                 cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
         """sum_m p_m [host ok] usable_at(t_m) for rows describing (hypothetical) node states."""
+        if self.grouped:
+            weight = self.weight_upto[np.searchsorted(self.cpu_levels, cpu, side="right")]
+            weight *= self.grp_access[nodes]
+            weight *= count_at[:, self.grp_thr] >= self.grp_num
+            return np.einsum("ij,ij->i", weight, usable_at[:, self.grp_thr])
         ok = self.access[nodes]
         ok &= cpu[:, None] >= self.cls_cpu
         ok &= mem[:, None] >= self.cls_mem

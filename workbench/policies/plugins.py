@@ -1,0 +1,466 @@
+"""Placement plugins: choose a node, and the GPUs on it, for one task.
+
+Any engine can call them. They see a `PlacementState` (per-node free CPU and memory, per-GPU
+free milli-GPU, GPU model per node) and a `Task`, and return `(node_index, gpu_indices)` or
+None when the task fits nowhere. All have the shape `choose(state, task, rng)` and are listed
+in `PLACEMENT_PLUGINS`:
+
+- `random`: a feasible node at random.
+- `dot-product` (Tetris-like, as in the FGD paper's simulator): the node and GPU whose free
+  (CPU, GPU) vector has the smallest dot product with the demand, both normalised by the
+  largest node: the tightest fit.
+- `gpu-clustering`: nodes already running tasks of the same GPU kind (sharing, 1-GPU,
+  2-GPU, ...) first, then idle nodes, then the rest; fuller nodes first within each group.
+- `gpu-packing`: sharing tasks onto partly used GPUs first, then onto free GPUs of partly used
+  nodes, then onto idle nodes, smallest first.
+- `best-fit`: the node left with the least free CPU and GPU (equal weights, normalised by the
+  largest node).
+- `fgd`: fragmentation gradient descent (Weng et al., ATC '23): the node and GPU where the
+  expected fragmentation of the cluster against the target workload `state.workload` grows
+  least (`workbench.fragmentation`).
+
+A GPU-sharing task (`num_gpu` 1, `gpu_milli` < 1000) goes on one GPU with enough free milli;
+a whole-GPU task needs `num_gpu` fully free GPUs; a CPU-only task needs no GPU; `gpu_models`
+restricts the GPU model. Except for `fgd`, the sharing GPU chosen on a node is the fullest one
+that fits (best fit), as in the paper's simulator. Ties between equally good nodes are broken
+with `rng`, like the Kubernetes scheduler does.
+
+Units: CPU in milli-cores, memory in MiB, GPU in milli-GPU (1000 = one GPU), all integers,
+so fractional GPU accounting adds up exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..fragmentation import FragmentationIndex, TaskClasses, fragmentation_ratio
+from ..model import CPU, MEM, ClusterState, Node, Resources
+
+MILLI = 1000
+MAX_TAG = 9  # gpu-clustering kinds: 0 = sharing, k = k whole GPUs (k >= 9 together)
+
+Choice = tuple[int, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one task (pod, worker) needs. `gpu_milli` is per GPU (1000 for whole GPUs)."""
+
+    cpu_milli: int = 0
+    mem_mib: int = 0
+    num_gpu: int = 0
+    gpu_milli: int = 0
+    gpu_models: frozenset[str] | None = None  # allowed GPU models; None = any
+
+    def __post_init__(self) -> None:
+        if self.num_gpu < 0 or self.cpu_milli < 0 or self.mem_mib < 0:
+            raise ValueError(f"negative demand in {self}")
+        if self.num_gpu and not 0 < self.gpu_milli <= MILLI:
+            raise ValueError(f"gpu_milli must be 1..1000 for a GPU task, got {self.gpu_milli}")
+        if self.num_gpu > 1 and self.gpu_milli != MILLI:
+            raise ValueError("only a single-GPU task can take a fraction of a GPU")
+
+    @property
+    def shared(self) -> bool:
+        return self.num_gpu == 1 and self.gpu_milli < MILLI
+
+    @property
+    def gpu_total(self) -> int:
+        """milli-GPU requested in all."""
+        return self.num_gpu * self.gpu_milli if self.num_gpu else 0
+
+    @property
+    def kind(self) -> int:
+        """gpu-clustering kind: 0 sharing, k for k whole GPUs (capped), -1 CPU-only."""
+        if not self.num_gpu:
+            return -1
+        return 0 if self.shared else min(self.num_gpu, MAX_TAG)
+
+    @classmethod
+    def from_resources(cls, demand: Resources,
+                       gpu_models: frozenset[str] | None = None) -> Task:
+        """A task from the main model's `Resources` (cores, GiB, GPUs or a fraction)."""
+        gpu = float(demand.gpu)
+        if 0 < gpu < 1:
+            num, milli = 1, round(gpu * MILLI)
+        else:
+            num, milli = round(gpu), (MILLI if gpu >= 1 else 0)
+        return cls(round(float(demand.cpu) * MILLI), round(float(demand.mem) * 1024), num, milli,
+                   gpu_models)
+
+
+class PlacementState:
+    """Free resources of every node as arrays, updated in place by `allocate`/`release`.
+
+    `gpu_free` is (nodes x max GPUs) free milli-GPU per GPU, 0 beyond a node's GPUs.
+    `workload` is the target workload FGD and the fragmentation metric measure against.
+    """
+
+    def __init__(self, names: Sequence[str], cpu_capacity, mem_capacity, gpu_count,
+                 gpu_models: Sequence[str], workload: TaskClasses | None = None) -> None:
+        self.names = list(names)
+        self.cpu_capacity = np.asarray(cpu_capacity, dtype=np.int64).copy()
+        self.mem_capacity = np.asarray(mem_capacity, dtype=np.int64).copy()
+        self.gpu_count = np.asarray(gpu_count, dtype=np.int64).copy()
+        self.gpu_models = np.asarray(list(gpu_models), dtype=object)
+        n, width = len(self.names), max(int(self.gpu_count.max(initial=0)), 1)
+        self.cpu_free = self.cpu_capacity.copy()
+        self.mem_free = self.mem_capacity.copy()
+        self.gpu_free = np.where(np.arange(width)[None, :] < self.gpu_count[:, None], MILLI, 0)
+        self.gpu_free = self.gpu_free.astype(np.int64)
+        self.kinds = np.zeros((n, MAX_TAG + 1), dtype=np.int64)  # resident GPU tasks per kind
+        _, self.model_code = np.unique(self.gpu_models.astype(str), return_inverse=True)
+        self.workload = workload
+        self._derive()
+        self._model_masks: dict[frozenset[str], np.ndarray] = {}
+        self._index: FragmentationIndex | None = None
+        # Largest node, to normalise scores (the paper's simulator uses 128 CPUs, 8 GPUs).
+        self.cpu_norm = float(max(self.cpu_capacity.max(initial=1), 1))
+        self.gpu_norm = float(max(MILLI * self.gpu_count.max(initial=1), MILLI))
+
+    def _derive(self, nodes=slice(None)) -> None:
+        if isinstance(nodes, slice):
+            self.gpu_free_total = self.gpu_free.sum(axis=1)
+            self.gpu_max = self.gpu_free.max(axis=1)
+            self.full_count = (self.gpu_free == MILLI).sum(axis=1)
+            self.signature = np.array([self._signature(i) for i in range(len(self.names))],
+                                      dtype=np.int64)
+        else:
+            row = self.gpu_free[nodes]
+            self.gpu_free_total[nodes] = row.sum()
+            self.gpu_max[nodes] = row.max()
+            self.full_count[nodes] = (row == MILLI).sum()
+
+    def _signature(self, node: int) -> int:
+        """Equal for nodes in the same state (model, free CPU, memory, GPUs in any order)."""
+        return hash((int(self.model_code[node]), int(self.cpu_free[node]),
+                     int(self.mem_free[node]), *sorted(self.gpu_free[node].tolist())))
+
+    # -- construction ------------------------------------------------------------------
+
+    @classmethod
+    def from_nodes(cls, nodes: Sequence[Node], workload: TaskClasses | None = None
+                   ) -> PlacementState:
+        return cls([n.name for n in nodes],
+                   [round(float(n.cpus) * MILLI) for n in nodes],
+                   [round(float(n.mem) * 1024) for n in nodes],
+                   [n.gpus for n in nodes], [n.gpu_model if n.gpus else "" for n in nodes],
+                   workload)
+
+    @classmethod
+    def from_cluster_state(cls, state: ClusterState, workload: TaskClasses | None = None
+                           ) -> PlacementState:
+        """The placement view of the main model's `ClusterState` (free fraction per GPU,
+        NaN beyond a node's GPUs; a node that is down has nothing free). Which kinds of GPU
+        task a node holds is not in a `ClusterState`: partly used GPUs count as sharing
+        tasks, the rest is unknown to gpu-clustering."""
+        gpu_frac = np.asarray(state.gpu_free, dtype=np.float64)
+        if gpu_frac.ndim != 2 or gpu_frac.shape[0] != len(state.nodes):
+            gpu_frac = np.full((len(state.nodes), 0), np.nan)
+        exists = ~np.isnan(gpu_frac)
+        out = cls([n.name for n in state.nodes],
+                  np.round(state.capacity[:, CPU] * MILLI), np.round(state.capacity[:, MEM] * 1024),
+                  exists.sum(axis=1), [n.gpu_model if n.gpus else "" for n in state.nodes],
+                  workload)
+        free = state.free
+        up = np.asarray(state.node_up, dtype=bool)
+        out.cpu_free[:] = np.maximum(np.round(free[:, CPU] * MILLI), 0)
+        out.mem_free[:] = np.maximum(np.round(free[:, MEM] * 1024), 0)
+        milli = np.where(exists & up[:, None], np.round(np.nan_to_num(gpu_frac) * MILLI), 0)
+        out.gpu_free[:, : milli.shape[1]] = np.clip(milli, 0, MILLI)
+        out.kinds[:, 0] = ((out.gpu_free > 0) & (out.gpu_free < MILLI)).sum(axis=1)
+        out._derive()
+        return out
+
+    def copy(self) -> PlacementState:
+        out = object.__new__(PlacementState)
+        out.__dict__.update(self.__dict__)
+        for name in ("cpu_free", "mem_free", "gpu_free", "kinds", "gpu_free_total", "gpu_max",
+                     "full_count", "signature"):
+            setattr(out, name, getattr(self, name).copy())
+        out._index = None
+        return out
+
+    # -- questions ---------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def total_gpu_milli(self) -> int:
+        return int(MILLI * self.gpu_count.sum())
+
+    @property
+    def allocated_gpu_milli(self) -> int:
+        return self.total_gpu_milli - int(self.gpu_free_total.sum())
+
+    def model_mask(self, models: frozenset[str] | None) -> np.ndarray | None:
+        """Nodes whose GPU model is in `models` (None: no restriction)."""
+        if models is None:
+            return None
+        mask = self._model_masks.get(models)
+        if mask is None:
+            mask = np.isin(self.gpu_models, list(models))
+            self._model_masks[models] = mask
+        return mask
+
+    def feasible(self, task: Task) -> np.ndarray:
+        """Nodes that can host `task` now."""
+        ok = (self.cpu_free >= task.cpu_milli) & (self.mem_free >= task.mem_mib)
+        if task.num_gpu:
+            if task.shared:
+                ok &= self.gpu_max >= task.gpu_milli
+            else:
+                ok &= self.full_count >= task.num_gpu
+            mask = self.model_mask(task.gpu_models)
+            if mask is not None:
+                ok &= mask
+        return ok
+
+    def fragmentation_index(self) -> FragmentationIndex:
+        """The FGD bookkeeping for `workload`, built on first use and kept current."""
+        if self._index is None:
+            if self.workload is None:
+                raise ValueError("fragmentation needs a target workload: set state.workload "
+                                 "(workbench.fragmentation.task_classes)")
+            self._index = FragmentationIndex(self.workload, self.gpu_models, self.gpu_free,
+                                             self.cpu_free, self.mem_free)
+        return self._index
+
+    def fragmentation(self) -> float:
+        """Expected fragmented GPU capacity of the cluster against `workload`, milli-GPU."""
+        if self._index is not None:
+            return self._index.total()
+        if self.workload is None:
+            raise ValueError("fragmentation needs a target workload: set state.workload")
+        # Measured afresh rather than kept current: only FGD pays for the bookkeeping.
+        return FragmentationIndex(self.workload, self.gpu_models, self.gpu_free, self.cpu_free,
+                                  self.mem_free).total()
+
+    def fragmentation_ratio(self) -> float:
+        """Share of the unallocated GPU capacity that is fragmented."""
+        return fragmentation_ratio(self.fragmentation(), float(self.gpu_free_total.sum()))
+
+    # -- changes -----------------------------------------------------------------------
+
+    def allocate(self, node: int, gpus: Sequence[int], task: Task) -> None:
+        """Take `task`'s resources on `node` and `gpus`; refuses anything that does not fit."""
+        gpus = tuple(int(g) for g in gpus)
+        if self.cpu_free[node] < task.cpu_milli or self.mem_free[node] < task.mem_mib:
+            raise ValueError(f"{self.names[node]}: not enough CPU or memory for {task}")
+        self._check_gpus(node, gpus, task)
+        mask = self.model_mask(task.gpu_models) if task.num_gpu else None
+        if mask is not None and not mask[node]:
+            raise ValueError(f"{self.names[node]}: GPU model {self.gpu_models[node]} not in "
+                             f"{sorted(task.gpu_models)}")
+        for g in gpus:
+            if self.gpu_free[node, g] < task.gpu_milli:
+                raise ValueError(f"{self.names[node]} GPU {g}: {self.gpu_free[node, g]} milli "
+                                 f"free, task needs {task.gpu_milli}")
+            if not task.shared and self.gpu_free[node, g] != MILLI:
+                raise ValueError(f"{self.names[node]} GPU {g} is not fully free")
+        self._apply(node, gpus, task, -1)
+
+    def release(self, node: int, gpus: Sequence[int], task: Task) -> None:
+        """Give back what `allocate(node, gpus, task)` took."""
+        gpus = tuple(int(g) for g in gpus)
+        self._check_gpus(node, gpus, task)
+        if (self.cpu_free[node] + task.cpu_milli > self.cpu_capacity[node]
+                or self.mem_free[node] + task.mem_mib > self.mem_capacity[node]
+                or any(self.gpu_free[node, g] + task.gpu_milli > MILLI for g in gpus)):
+            raise ValueError(f"{self.names[node]}: releasing {task} exceeds capacity")
+        self._apply(node, gpus, task, +1)
+
+    def _check_gpus(self, node: int, gpus: tuple[int, ...], task: Task) -> None:
+        if len(gpus) != task.num_gpu or len(set(gpus)) != len(gpus):
+            raise ValueError(f"task needs {task.num_gpu} distinct GPU(s), got {gpus}")
+        if any(not 0 <= g < self.gpu_count[node] for g in gpus):
+            raise ValueError(f"{self.names[node]} has {self.gpu_count[node]} GPU(s), got {gpus}")
+
+    def _apply(self, node: int, gpus: tuple[int, ...], task: Task, sign: int) -> None:
+        self.cpu_free[node] += sign * task.cpu_milli
+        self.mem_free[node] += sign * task.mem_mib
+        for g in gpus:
+            self.gpu_free[node, g] += sign * task.gpu_milli
+        if task.num_gpu:
+            self.kinds[node, task.kind] -= sign
+            self._derive(node)
+        self.signature[node] = self._signature(node)
+        if self._index is not None:
+            self._index.refresh(node)
+
+
+# ---- helpers -----------------------------------------------------------------------------
+
+
+def _pick_min(scores: np.ndarray, rng: np.random.Generator) -> int:
+    """Index of the smallest score; equal ones drawn at random."""
+    ties = np.flatnonzero(scores == scores.min())
+    return int(ties[0] if len(ties) == 1 else ties[rng.integers(len(ties))])
+
+
+def _exclusive_gpus(state: PlacementState, node: int, task: Task) -> tuple[int, ...]:
+    """The lowest-numbered fully free GPUs (none for a CPU-only task)."""
+    if not task.num_gpu:
+        return ()
+    return tuple(int(g) for g in np.flatnonzero(state.gpu_free[node] == MILLI)[: task.num_gpu])
+
+
+def _best_fit_gpu(state: PlacementState, node: int, task: Task) -> tuple[int, ...]:
+    """For a sharing task, the fullest GPU that fits; else the lowest free GPUs."""
+    if not task.shared:
+        return _exclusive_gpus(state, node, task)
+    row = state.gpu_free[node]
+    return (int(np.argmin(np.where(row >= task.gpu_milli, row, MILLI + 1))),)
+
+
+def _shared_best_values(state: PlacementState, nodes: np.ndarray, task: Task) -> np.ndarray:
+    """Per node, the smallest free milli of a GPU that fits the sharing task."""
+    rows = state.gpu_free[nodes]
+    return np.where(rows >= task.gpu_milli, rows, MILLI + 1).min(axis=1)
+
+
+# ---- the plugins -------------------------------------------------------------------------
+
+
+def choose_random(state: PlacementState, task: Task, rng: np.random.Generator) -> Choice | None:
+    nodes = np.flatnonzero(state.feasible(task))
+    if not len(nodes):
+        return None
+    node = int(nodes[rng.integers(len(nodes))])
+    if task.shared:
+        gpus = np.flatnonzero(state.gpu_free[node] >= task.gpu_milli)
+        return node, (int(gpus[rng.integers(len(gpus))]),)
+    return node, _exclusive_gpus(state, node, task)
+
+
+def choose_best_fit(state: PlacementState, task: Task, rng: np.random.Generator
+                    ) -> Choice | None:
+    nodes = np.flatnonzero(state.feasible(task))
+    if not len(nodes):
+        return None
+    left = (0.5 * (state.cpu_free[nodes] - task.cpu_milli) / state.cpu_norm
+            + 0.5 * (state.gpu_free_total[nodes] - task.gpu_total) / state.gpu_norm)
+    node = int(nodes[_pick_min(left, rng)])
+    return node, _best_fit_gpu(state, node, task)
+
+
+def choose_dot_product(state: PlacementState, task: Task, rng: np.random.Generator
+                       ) -> Choice | None:
+    nodes = np.flatnonzero(state.feasible(task))
+    if not len(nodes):
+        return None
+    cpu_term = state.cpu_free[nodes] * (task.cpu_milli / state.cpu_norm ** 2)
+    if not task.num_gpu:
+        node = int(nodes[_pick_min(cpu_term, rng)])
+        return node, ()
+    # GPU dimension: a partly used GPU that fits, or the node's whole free GPUs together.
+    exclusive = (MILLI * state.full_count[nodes]).astype(np.float64)
+    exclusive[state.full_count[nodes] < task.num_gpu] = np.inf
+    if task.shared:
+        rows = state.gpu_free[nodes]
+        partial = np.where((rows >= task.gpu_milli) & (rows < MILLI), rows, np.inf).min(axis=1)
+        gpu_dim = np.minimum(partial, exclusive)
+    else:
+        partial, gpu_dim = None, exclusive
+    score = cpu_term + gpu_dim * (task.gpu_total / state.gpu_norm ** 2)
+    i = _pick_min(score, rng)
+    node = int(nodes[i])
+    if partial is not None and partial[i] <= exclusive[i]:
+        row = state.gpu_free[node]
+        return node, (int(np.flatnonzero(row == partial[i])[0]),)
+    return node, _exclusive_gpus(state, node, task)
+
+
+def choose_gpu_packing(state: PlacementState, task: Task, rng: np.random.Generator
+                       ) -> Choice | None:
+    nodes = np.flatnonzero(state.feasible(task))
+    if not len(nodes):
+        return None
+    if not task.num_gpu:  # packing has no opinion on CPU-only tasks
+        return int(nodes[rng.integers(len(nodes))]), ()
+    idle = state.full_count[nodes] == state.gpu_count[nodes]
+    if task.shared:
+        best = _shared_best_values(state, nodes, task)
+        on_used_gpu = best < MILLI
+    else:
+        best = np.zeros(len(nodes))
+        on_used_gpu = np.zeros(len(nodes), dtype=bool)
+    # Tiers: a partly used GPU, then free GPUs of a partly used node, then an idle node.
+    tier = np.where(idle, 1, np.where(on_used_gpu, 3, 2))
+    second = np.where(tier == 3, best, np.where(tier == 1, state.gpu_count[nodes], 0))
+    node = int(nodes[_pick_min(-tier * 10_000_000 + second, rng)])
+    return node, _best_fit_gpu(state, node, task)
+
+
+def choose_gpu_clustering(state: PlacementState, task: Task, rng: np.random.Generator
+                          ) -> Choice | None:
+    nodes = np.flatnonzero(state.feasible(task))
+    if not len(nodes):
+        return None
+    if not task.num_gpu:
+        return int(nodes[rng.integers(len(nodes))]), ()
+    kinds = state.kinds[nodes] > 0
+    same, n_kinds = kinds[:, task.kind], kinds.sum(axis=1)
+    # Nodes holding only this kind, then this kind among others, then idle, then the rest.
+    tier = np.where(same, np.where(n_kinds == 1, 3, 2), np.where(n_kinds == 0, 1, 0))
+    node = int(nodes[_pick_min(-tier * 10_000_000 + state.gpu_free_total[nodes], rng)])
+    return node, _best_fit_gpu(state, node, task)
+
+
+def choose_fgd(state: PlacementState, task: Task, rng: np.random.Generator) -> Choice | None:
+    nodes = np.flatnonzero(state.feasible(task))
+    if not len(nodes):
+        return None
+    index = state.fragmentation_index()
+    # Nodes in the same state cost the same: price one of each, then draw among all the best.
+    _, first, group = np.unique(state.signature[nodes], return_index=True, return_inverse=True)
+    reps = nodes[first]
+    if task.shared:
+        # Candidates: each distinct free value among the fitting GPUs of each node.
+        values = np.sort(state.gpu_free[reps], axis=1)
+        distinct = np.ones(values.shape, dtype=bool)
+        distinct[:, 1:] = values[:, 1:] != values[:, :-1]
+        rows, cols = np.nonzero(distinct & (values >= task.gpu_milli))
+        cand_values = values[rows, cols]
+        delta = index.delta_shared(reps[rows], cand_values, task.cpu_milli, task.mem_mib,
+                                   task.gpu_milli)
+    else:
+        rows = np.arange(len(reps))
+        cand_values = None
+        delta = index.delta_exclusive(reps, task.cpu_milli, task.mem_mib, task.num_gpu)
+    delta = np.round(delta, 6)
+    best = np.flatnonzero(delta == delta.min())
+    # Every (node, GPU value) pair priced best is equally likely, whichever node stood for it.
+    sizes = np.bincount(group, minlength=len(reps))[rows[best]]
+    pick = int(rng.integers(sizes.sum())) if sizes.sum() > 1 else 0
+    j = int(np.searchsorted(np.cumsum(sizes), pick, side="right"))
+    members = nodes[group == rows[best[j]]]
+    node = int(members[pick - (int(sizes[:j].sum()))])
+    if cand_values is None:
+        return node, _exclusive_gpus(state, node, task)
+    value = cand_values[best[j]]
+    return node, (int(np.flatnonzero(state.gpu_free[node] == value)[0]),)
+
+
+PlacementPlugin = Callable[[PlacementState, Task, np.random.Generator], "Choice | None"]
+
+PLACEMENT_PLUGINS: dict[str, PlacementPlugin] = {
+    "random": choose_random,
+    "dot-product": choose_dot_product,
+    "gpu-clustering": choose_gpu_clustering,
+    "gpu-packing": choose_gpu_packing,
+    "best-fit": choose_best_fit,
+    "fgd": choose_fgd,
+}
+
+
+def get_plugin(name: str) -> PlacementPlugin:
+    try:
+        return PLACEMENT_PLUGINS[name]
+    except KeyError:
+        raise KeyError(f"unknown placement plugin {name!r}; known: "
+                       f"{', '.join(PLACEMENT_PLUGINS)}") from None
