@@ -1,0 +1,118 @@
+"""A Dorm-like heuristic (Sun et al., 2017): dynamic partitions sized for utilisation and fairness.
+
+Dorm gives every application a resizable partition and re-solves the partition sizes when an
+application arrives or leaves, maximising utilisation under a fairness bound and limiting how
+many partitions change (each change costs a checkpoint-restart). Our heuristic version, the
+baseline OASiS compares against:
+
+1. Every active job gets its minimum workers, oldest first, while the cluster has room (no
+   admission control: a job that does not fit waits).
+2. Water-filling: one worker at a time goes to the job with the smallest dominant share, up to
+   its `max_workers`, while the whole cluster still has room: high utilisation, DRF-fair.
+3. A parameter-server job keeps its submitted PS-to-worker ratio (at least one PS).
+4. A running job is resized only if its fair size differs from its current one by more than
+   `adjust_threshold` of it (Dorm's bound on adjustments), or if it must shrink to let others in.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from ..model import Action, ClusterState, JobKind, JobStatus, Place, Scale
+from .base import Policy, register
+from .common import by_arrival, reject_impossible, wait_reason
+from .placement import Ledger
+
+
+def ps_for(job: JobStatus, workers: int) -> int:
+    """PS count for `workers` at the job's submitted PS-to-worker ratio."""
+    s = job.spec
+    if s.kind != JobKind.PS and not s.num_ps:
+        return 0
+    return max(1, math.ceil(workers * s.num_ps / max(s.initial_workers, 1) - 1e-9))
+
+
+@register("dorm")
+class DormPolicy(Policy):
+    """Dorm-like: DRF water-filling of elastic jobs, resizing only on large changes."""
+
+    def __init__(self, round_interval: float = 60.0, adjust_threshold: float = 0.5) -> None:
+        self.round_interval = round_interval
+        self.adjust_threshold = adjust_threshold
+
+    def schedule(self, state: ClusterState) -> list[Action]:
+        actions, jobs = reject_impossible(state, by_arrival(list(state.active)))
+        if not jobs:
+            return actions
+        cap = state.capacity[state.node_up].sum(axis=0)
+        cap = np.where(cap > 0, cap, np.inf)
+        budget = state.capacity[state.node_up].sum(axis=0).astype(float)
+
+        def need(job: JobStatus, w: int) -> np.ndarray:
+            return job.spec.worker_demand.as_array() * w + job.spec.ps_demand.as_array() * ps_for(job, w)
+
+        alloc: dict[str, int] = {}
+        for job in sorted(jobs, key=lambda j: (not j.state.placed, j.spec.arrival)):
+            n = need(job, job.spec.min_workers)
+            if (n <= budget + 1e-9).all():
+                alloc[job.name] = job.spec.min_workers
+                budget -= n
+        by_name = {j.name: j for j in jobs}
+        heap = [(float((need(by_name[n], w) / cap).max()), by_name[n].spec.arrival, n)
+                for n, w in alloc.items()]
+        heapq.heapify(heap)
+        while heap:
+            _, _, name = heapq.heappop(heap)
+            job, w = by_name[name], alloc[name]
+            if w >= job.spec.max_workers:
+                continue
+            extra = need(job, w + 1) - need(job, w)
+            if not (extra <= budget + 1e-9).all():
+                continue
+            alloc[name] = w + 1
+            budget -= extra
+            heapq.heappush(heap, (float((need(job, w + 1) / cap).max()), job.spec.arrival, name))
+
+        ledger = Ledger(state)
+        plans: list[tuple[JobStatus, int]] = []
+        waiting = any(not by_name[n].state.placed for n in alloc)
+        for name, w in alloc.items():
+            job = by_name[name]
+            if job.state.placed:
+                cur = job.num_workers
+                if w == cur:
+                    continue
+                small_change = abs(w - cur) <= self.adjust_threshold * cur
+                if small_change and not (w < cur and waiting):
+                    continue
+                ledger.give_back(job.workers, job.spec.worker_demand)
+                ledger.give_back(job.ps, job.spec.ps_demand)
+            plans.append((job, w))
+        pos = 0
+        # Shrinking jobs first, so the resources they free are there for the others.
+        for job, w in sorted(plans, key=lambda p: (not (p[0].state.placed and p[1] < p[0].num_workers),
+                                                   not p[0].state.placed, p[0].spec.arrival)):
+            placement = ledger.place_gang(job, w, ps_for(job, w))
+            if placement is None and job.state.placed:
+                ledger.take(job.workers, job.spec.worker_demand)  # keep what it has
+                ledger.take(job.ps, job.spec.ps_demand)
+                continue
+            if placement is None:
+                wr = wait_reason(ledger, job, w, pos, "Dorm partition")
+                pos += 1
+                if wr:
+                    actions.append(wr)
+                continue
+            workers, ps = placement
+            ledger.take(workers, job.spec.worker_demand)
+            ledger.take(ps, job.spec.ps_demand)
+            if job.state.placed:
+                actions.append(Scale(job.name, f"partition resized {job.num_workers}→{w} workers"
+                                     " (fair share moved beyond the adjustment bound)", workers, ps))
+            else:
+                actions.append(Place(job.name, f"partition of {w} workers, {ps_for(job, w)} PS:"
+                                     " DRF water-filling of the free cluster", workers, ps))
+        return actions
