@@ -1,0 +1,503 @@
+"""Per-job completion forecasts: when each job will finish, how sure we are, and what it needs.
+
+    from workbench.forecast import forecast
+    fc = forecast(state)                 # {job name: Forecast}, a pure function of the snapshot
+    fc["cifar10-3"].p_meet_deadline
+
+The QoS paper's observation is that training time is predictable: once a job has run for a
+while its iteration rate at that configuration is known, so its completion time follows.
+
+How each part is estimated (all arrays, one pass over the jobs):
+
+- Work left. A job without a target metric has `total_work - progress` iterations left. A job
+  with a `target_metric` (DQoES) trains until it reaches it, so its work is where its metric
+  curve crosses the target. Before the job has `MIN_CURVE_POINTS` distinct metric values that
+  is the crossing of the performance model's measured curve (`PRIOR_WORK_ERROR`); after, the
+  Optimus form `metric = 1/(a·k + b) + c` (mirrored for metrics that increase) is fitted to
+  the job's own history, and the two crossings are blended by inverse variance. The fit's
+  error is the spread of its crossing over near-best fits, at least `FIT_ERROR_FLOOR`: on the
+  measured Pollux curves (learning-rate steps, plateaus) the form extrapolates poorly, so the
+  profile keeps most of the weight. Without a profile the fit alone is used. `total_work` is
+  not used for such a job (in the simulator it only records where the crossing is).
+- Rate. A running job's measured throughput; its spread over recent history intervals gives
+  the rate's relative uncertainty, and measured/model is the job's `rate_scale` (applied to
+  the rates of other sizes). A job that is not running gets the performance model's rate for
+  its placement (or its submitted size, packed) with prior uncertainty `PRIOR_RATE_ERROR`
+  (the perf model's hold-out errors are 2-10 %).
+- Queueing delay of a waiting job: the waiting jobs, in `order` (default: arrival), start as
+  soon as enough CPU, memory and GPUs are free in total, freed by the predicted finishes of
+  the jobs ahead (list scheduling with start times non-decreasing, fragmentation ignored).
+  Its uncertainty is taken as `WAIT_ERROR` of the delay (a heuristic, measured by
+  `workbench bench forecast`).
+- Band: predicted finish ± z·sd with z for `confidence` (default 90 %), sd combining the rate,
+  work and wait uncertainties; P(meet deadline) = Φ((deadline - finish) / sd).
+- Smallest configuration to meet the deadline: the fewest workers w in [min, max] whose
+  predicted finish at the high end of the band (rate from the model at w, packed, scaled by
+  the job's measured/model ratio; a restart delay if w differs from its current size) is on
+  or before the deadline.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import weakref
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from scipy.special import ndtr, ndtri
+
+from .model import ClusterState, JobSpec, JobState, JobStatus
+
+PRIOR_RATE_ERROR = 0.10  # relative rate error before a job has been observed
+PRIOR_WORK_ERROR = 0.10  # relative error of the measured profile's iterations to a target
+FIT_ERROR_FLOOR = 0.25  # the Optimus curve misfits measured curves (LR steps, plateaus)
+MIN_RATE_ERROR = 0.02
+WAIT_ERROR = 0.30  # relative error of an expected queueing delay
+MIN_CURVE_POINTS = 4  # distinct metric values before the job's own curve is trusted
+HISTORY_WINDOW = 6  # recent history intervals used for the rate spread
+SD_FLOOR = 30.0  # seconds: a band is never narrower than this
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """One job's outlook. Times are absolute on the backend clock (seconds)."""
+
+    job: str
+    finish: float  # predicted completion
+    low: float  # band at the forecast's confidence (default 90 %)
+    high: float
+    p_meet_deadline: float | None  # None: the job has no deadline
+    min_workers_to_meet: int | None  # None: no deadline, or no size meets it
+    source: str  # "observed", "perf-model", "curve-fit" (+ "+queue" when it waits)
+    deadline: float | None
+    wait: float  # expected queueing delay from now (0 once placed)
+    rate: float  # expected iterations per second when running
+    remaining: float  # iterations still to do
+    workers: int  # the size the forecast assumes
+    sd: float  # seconds, one standard deviation of `finish`
+    rate_scale: float  # measured rate / model rate (1.0 when never observed)
+
+    @property
+    def slack(self) -> float | None:
+        """Deadline minus predicted finish (negative: predicted late)."""
+        return None if self.deadline is None else self.deadline - self.finish
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["slack"] = self.slack
+        return d
+
+
+# ---- rates per size ------------------------------------------------------------------------
+
+
+class _RateTable:
+    """perf.ideal_rate per (application, batch, kind, PS, tasks per node) for 0..max workers."""
+
+    def __init__(self, perf) -> None:
+        self.perf = perf
+        self._tables: dict[tuple, np.ndarray] = {}
+        self._targets: dict[tuple, float] = {}
+
+    def rates(self, spec: JobSpec, per_node: int) -> np.ndarray:
+        key = (spec.application, spec.batch_size, spec.kind, spec.num_ps, per_node,
+               spec.max_workers)
+        table = self._tables.get(key)
+        if table is None:
+            table = np.zeros(spec.max_workers + 1)
+            for w in range(1, spec.max_workers + 1):
+                try:
+                    table[w] = self.perf.ideal_rate(spec, w, max(per_node, 1))
+                except (KeyError, ValueError):
+                    table[w] = 0.0
+            self._tables[key] = table
+        return table
+
+    def work_to_target(self, spec: JobSpec) -> float:
+        """Iterations at which the model's metric curve first reaches the target (inf: never)."""
+        key = (spec.application, spec.batch_size, spec.target_metric)
+        hit = self._targets.get(key)
+        if hit is None:
+            hit = model_work_to_target(self.perf, spec.application, spec.batch_size,
+                                       float(spec.target_metric))
+            self._targets[key] = hit
+        return hit
+
+
+_TABLES: weakref.WeakKeyDictionary[object, _RateTable] = weakref.WeakKeyDictionary()
+
+
+def _table_for(perf) -> _RateTable:
+    try:
+        table = _TABLES.get(perf)
+        if table is None:
+            table = _TABLES[perf] = _RateTable(perf)
+        return table
+    except TypeError:  # a perf object that cannot be weakly referenced
+        return _RateTable(perf)
+
+
+def model_work_to_target(perf, app: str, batch_size: float, target: float,
+                         horizon_epochs: float = 1.5) -> float:
+    """Iterations at which `perf`'s measured curve first reaches `target` (inf if it never does
+    within `horizon_epochs` × the application's max epochs)."""
+    try:
+        total = float(perf.total_iterations(app, batch_size))
+        up = bool(perf.metric_increases(app))
+    except (KeyError, ValueError):
+        return math.inf
+    ks = np.linspace(0.0, total * horizon_epochs, 1201)
+    ys = np.array([perf.metric_at(app, batch_size, k) for k in ks])
+    reached = ys >= target if up else ys <= target
+    idx = np.flatnonzero(reached)
+    if not len(idx):
+        return math.inf
+    i = int(idx[0])
+    if i == 0:
+        return 0.0
+    y0, y1 = ys[i - 1], ys[i]
+    t = 1.0 if y1 == y0 else (target - y0) / (y1 - y0)
+    return float(ks[i - 1] + min(max(t, 0.0), 1.0) * (ks[i] - ks[i - 1]))
+
+
+# ---- the Optimus curve ---------------------------------------------------------------------
+
+
+def _fit_grid(ks: np.ndarray, y: np.ndarray):
+    """Least squares of y = c + 1/(a·k + b) for each c on a grid below min(y): (a, b, c, sse)
+    arrays, sse = inf where the fit is not a decreasing curve. Vectorised over the grid."""
+    span = float(y.max() - y.min())
+    cs = y.min() - span * np.geomspace(1e-3, 30.0, 48)  # (C,)
+    z = 1.0 / (y[None, :] - cs[:, None])  # 1/(y - c) is linear in k for the right c
+    km, zm = ks.mean(), z.mean(axis=1)
+    dk = ks - km
+    var = float((dk * dk).sum())
+    a = (dk[None, :] * (z - zm[:, None])).sum(axis=1) / var
+    b = zm - a * km
+    denom = a[:, None] * ks[None, :] + b[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sse = ((cs[:, None] + 1.0 / denom - y[None, :]) ** 2).sum(axis=1)
+    valid = (a > 0) & (denom > 0).all(axis=1) & np.isfinite(sse)
+    return a, b, cs, np.where(valid, sse, np.inf)
+
+
+def _points(ks, ys, increasing: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    ks = np.asarray(ks, dtype=float)
+    y = -np.asarray(ys, dtype=float) if increasing else np.asarray(ys, dtype=float)
+    ok = np.isfinite(ks) & np.isfinite(y)
+    ks, y = ks[ok], y[ok]
+    if len(np.unique(y)) < MIN_CURVE_POINTS or np.ptp(ks) <= 0:
+        return None
+    return ks, y
+
+
+def fit_curve(ks: np.ndarray, ys: np.ndarray, increasing: bool = False
+              ) -> tuple[float, float, float, float] | None:
+    """Fit metric = 1/(a·k + b) + c (mirrored, c - 1/(a·k + b), when `increasing`) to points.
+
+    Returns (a, b, c, sse) or None when the points do not determine a decreasing-loss curve.
+    For each c on a grid below the best value seen, 1/(y - c) is linear in k; the c with the
+    least squared error in y wins.
+    """
+    pts = _points(ks, ys, increasing)
+    if pts is None:
+        return None
+    a, b, c, sse = _fit_grid(*pts)
+    if not np.isfinite(sse).any():
+        return None
+    i = int(np.argmin(sse))
+    return float(a[i]), float(b[i]), float(c[i]), float(sse[i])
+
+
+def curve_work_to_target(ks: np.ndarray, ys: np.ndarray, target: float, increasing: bool
+                         ) -> tuple[float, float] | None:
+    """(iterations to reach `target`, relative uncertainty) from the fitted curve, or None.
+
+    The uncertainty is the spread of the crossing over every asymptote c whose fit is within
+    twice the best squared error (a profile of the fit); 1.0 when some of those never cross.
+    """
+    pts = _points(ks, ys, increasing)
+    if pts is None:
+        return None
+    a, b, c, sse = _fit_grid(*pts)
+    if not np.isfinite(sse).any():
+        return None
+    t = -target if increasing else target
+    i = int(np.argmin(sse))
+    if t <= c[i]:
+        return None  # the best fit never gets there: let the model decide
+    near = sse <= 2.0 * sse[i] + 1e-12
+    reach = near & (t > c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k_all = (1.0 / (t - c) - b) / a
+    k_star = float(k_all[i])
+    if not np.isfinite(k_star):
+        return None
+    if (near & ~reach).any():
+        rel = 1.0
+    else:
+        ks_near = k_all[reach]
+        rel = float(np.abs(ks_near - k_star).max()) / max(k_star, 1.0)
+    return max(k_star, 0.0), min(max(rel, 0.02), 1.0)
+
+
+# ---- the forecaster ------------------------------------------------------------------------
+
+
+class Forecaster:
+    """Forecasts for every active job of a ClusterState. Keeps only caches of model rates;
+    `run(state)` depends on nothing but the snapshot (and the perf model)."""
+
+    def __init__(self, perf=None, *, restart_delay: float = 30.0, confidence: float = 0.9) -> None:
+        if perf is None:
+            from .perf import default_perf
+
+            perf = default_perf()
+        self.perf = perf
+        self.restart_delay = float(restart_delay)
+        self.confidence = float(confidence)
+        self.z = float(ndtri(0.5 + confidence / 2))
+        self.table = _table_for(perf)
+
+    # -- per-job pieces ------------------------------------------------------------------
+
+    def per_node(self, state: ClusterState, spec: JobSpec) -> int:
+        """Most workers of `spec` one node of this cluster can hold (for packed rates)."""
+        d = spec.worker_demand.as_array()
+        cap = state.capacity
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fit = np.where(d > 0, np.floor(cap / np.where(d > 0, d, 1.0) + 1e-9), np.inf)
+        best = fit.min(axis=1).max(initial=1.0)
+        return int(min(best, spec.max_workers)) if np.isfinite(best) else spec.max_workers
+
+    def rate_table(self, state: ClusterState, spec: JobSpec) -> np.ndarray:
+        """Model iteration rate at 0..max_workers workers, packed on this cluster's nodes."""
+        return self.table.rates(spec, self.per_node(state, spec))
+
+    def _model_rate(self, job: JobStatus, table: np.ndarray) -> float:
+        if job.workers:
+            try:
+                return float(self.perf.iteration_rate(job.spec, job.workers, job.ps))
+            except (KeyError, ValueError):
+                return 0.0
+        w = min(max(job.target_workers or job.spec.initial_workers, 1), len(table) - 1)
+        return float(table[w])
+
+    @staticmethod
+    def _history_rates(job: JobStatus) -> np.ndarray:
+        h = job.history[-(HISTORY_WINDOW + 1):]
+        if len(h) < 2:
+            return np.empty(0)
+        arr = np.asarray(h, dtype=float)
+        dt = np.diff(arr[:, 0])
+        dk = np.diff(arr[:, 1])
+        ok = (dt > 0) & (dk > 0)
+        return dk[ok] / dt[ok]
+
+    def _remaining(self, job: JobStatus) -> tuple[float, float, str]:
+        """(iterations left, relative uncertainty, source)."""
+        spec = job.spec
+        if spec.target_metric is None:
+            return job.remaining_work, 0.0, ""
+        if job.state is JobState.COMPLETED:
+            return 0.0, 0.0, ""
+        up = _increases(self.perf, spec.application)
+        m = job.metric if job.metric is not None else math.nan
+        if (m >= spec.target_metric) if up else (m <= spec.target_metric):  # NaN: never
+            return 0.0, 0.0, "observed"
+        k_model = self.table.work_to_target(spec)
+        fit = None
+        if len(job.history) >= MIN_CURVE_POINTS:
+            arr = np.asarray(job.history, dtype=float)
+            fit = curve_work_to_target(arr[:, 1], arr[:, 2], spec.target_metric, up)
+        if fit is not None:
+            k_fit, rel_fit = fit[0], max(fit[1], FIT_ERROR_FLOOR)
+            if not np.isfinite(k_model):
+                return max(k_fit - job.progress, 0.0), rel_fit, "curve-fit"
+            # Inverse-variance blend of the job's own curve and the measured profile's.
+            w_fit = rel_fit ** -2 / (PRIOR_WORK_ERROR ** -2 + rel_fit ** -2)
+            k = w_fit * k_fit + (1.0 - w_fit) * k_model
+            rel = (PRIOR_WORK_ERROR ** -2 + rel_fit ** -2) ** -0.5
+            return max(k - job.progress, 0.0), rel, "curve-fit"
+        if not np.isfinite(k_model):
+            return job.remaining_work, PRIOR_WORK_ERROR, "perf-model"  # train to the end
+        return max(k_model - job.progress, 0.0), PRIOR_WORK_ERROR, "perf-model"
+
+    # -- the whole state -----------------------------------------------------------------
+
+    def run(self, state: ClusterState, order: Sequence[str] | None = None,
+            jobs: Iterable[JobStatus] | None = None) -> dict[str, Forecast]:
+        """Forecasts for the active jobs of `state` (or `jobs`). `order`: the queue order of the
+        waiting jobs as the engine sees it (default: arrival)."""
+        active = [j for j in (state.active if jobs is None else jobs) if not j.state.finished]
+        n = len(active)
+        if not n:
+            return {}
+        now = state.now
+        remaining = np.empty(n)
+        work_err = np.zeros(n)
+        rate = np.empty(n)
+        rate_err = np.empty(n)
+        scale = np.ones(n)
+        placed = np.zeros(n, dtype=bool)
+        delay = np.zeros(n)  # restart still to pay before training
+        workers = np.empty(n, dtype=np.int64)
+        sources: list[str] = []
+        tables: list[np.ndarray] = []
+        for i, job in enumerate(active):
+            table = self.rate_table(state, job.spec)
+            tables.append(table)
+            rem, werr, wsrc = self._remaining(job)
+            remaining[i], work_err[i] = rem, werr
+            model = self._model_rate(job, table)
+            hist = self._history_rates(job)
+            if job.state is JobState.RUNNING and job.throughput > 0:
+                rate[i] = job.throughput
+                if model > 0:
+                    scale[i] = job.throughput / model
+                if len(hist) >= 2:
+                    spread = float(hist.std() / max(hist.mean(), 1e-12)) / math.sqrt(len(hist))
+                else:
+                    spread = MIN_RATE_ERROR * 2
+                rate_err[i] = min(max(spread, MIN_RATE_ERROR), 0.5)
+                src = "observed"
+            else:
+                rate[i] = model
+                rate_err[i] = PRIOR_RATE_ERROR
+                src = "perf-model"
+            placed[i] = job.state.placed and job.state is not JobState.HOLDING
+            if job.state is JobState.RESTARTING or not placed[i]:
+                delay[i] = self.restart_delay
+            workers[i] = job.num_workers if placed[i] else max(
+                job.target_workers or job.spec.initial_workers, 1)
+            sources.append(wsrc if wsrc in ("curve-fit",) else src)
+
+        with np.errstate(divide="ignore", invalid="ignore"):
+            duration = np.where(rate > 0, remaining / rate, np.inf)
+        duration = np.where(remaining <= 0, 0.0, duration)
+        wait = self._queue_delays(state, active, placed, delay + duration, order)
+        finish = now + wait + delay + duration
+        rel = np.sqrt(rate_err ** 2 + work_err ** 2)
+        sd = np.sqrt((duration * rel) ** 2 + (WAIT_ERROR * np.where(np.isfinite(wait), wait, 0)) ** 2)
+        sd = np.maximum(sd, np.minimum(SD_FLOOR, 0.05 * (duration + delay) + 1.0))
+        low = np.maximum(finish - self.z * sd, now + np.where(remaining > 0, delay, 0.0))
+        high = finish + self.z * sd
+        deadline = np.array([np.nan if j.spec.deadline is None else j.spec.deadline for j in active])
+        has_dl = np.isfinite(deadline)
+        with np.errstate(invalid="ignore"):
+            p_meet = np.where(np.isfinite(finish), ndtr((deadline - finish) / sd), 0.0)
+
+        out: dict[str, Forecast] = {}
+        for i, job in enumerate(active):
+            min_w = None
+            if has_dl[i]:
+                min_w = self._min_workers(job, tables[i], scale[i], remaining[i], rel[i],
+                                          deadline[i] - now - wait[i], placed[i])
+            src = sources[i] + ("+queue" if wait[i] > 0 else "")
+            out[job.name] = Forecast(
+                job=job.name, finish=float(finish[i]), low=float(low[i]), high=float(high[i]),
+                p_meet_deadline=float(p_meet[i]) if has_dl[i] else None,
+                min_workers_to_meet=min_w, source=src,
+                deadline=float(deadline[i]) if has_dl[i] else None, wait=float(wait[i]),
+                rate=float(rate[i]), remaining=float(remaining[i]), workers=int(workers[i]),
+                sd=float(sd[i]), rate_scale=float(scale[i]))
+        return out
+
+    def _min_workers(self, job: JobStatus, table: np.ndarray, scale: float, remaining: float,
+                     rel: float, time_left: float, placed: bool) -> int | None:
+        return workers_to_meet(job, table * scale, remaining, time_left, rel, self.z,
+                               self.restart_delay, current=job.num_workers if placed else None)
+
+    def _queue_delays(self, state: ClusterState, active: list[JobStatus], placed: np.ndarray,
+                      run_time: np.ndarray, order: Sequence[str] | None) -> np.ndarray:
+        """Expected delay before each waiting job starts (0 for placed jobs); list scheduling
+        over the cluster's total free CPU, memory and GPUs."""
+        n = len(active)
+        wait = np.zeros(n)
+        waiting = np.flatnonzero(~placed)
+        if not len(waiting):
+            return wait
+        now = state.now
+        free = state.free.sum(axis=0)
+        releases: list[tuple[float, int]] = []
+        held = np.zeros((n, 3))
+        for i, job in enumerate(active):
+            if job.workers or job.ps:
+                held[i] = job.demand(job.num_workers, job.num_ps).as_array()
+            if placed[i]:
+                releases.append((now + run_time[i], i))
+        heapq.heapify(releases)
+        pos = {j.name: k for k, j in enumerate(active)}
+        if order is None:
+            queue = sorted(waiting.tolist(), key=lambda k: (active[k].spec.arrival, active[k].name))
+        else:
+            ranked = [pos[name] for name in order if name in pos and not placed[pos[name]]]
+            seen = set(ranked)
+            rest = sorted((k for k in waiting.tolist() if k not in seen),
+                          key=lambda k: (active[k].spec.arrival, active[k].name))
+            queue = ranked + rest
+        t = now
+        for k in queue:
+            job = active[k]
+            size = max(job.target_workers or job.spec.initial_workers, 1)
+            need = job.demand(size, job.spec.num_ps).as_array() - held[k]
+            while (need > free + 1e-9).any() and releases:
+                t_rel, r = heapq.heappop(releases)
+                t = max(t, t_rel)
+                free = free + held[r]
+            if (need > free + 1e-9).any():
+                wait[k] = math.inf
+                continue
+            free = free - need
+            held[k] += need
+            wait[k] = t - now
+            heapq.heappush(releases, (t + run_time[k], k))
+        return wait
+
+
+def workers_to_meet(job: JobStatus, rates: np.ndarray, remaining: float, time_left: float,
+                    rel_err: float = 0.0, z: float = 0.0, restart_delay: float = 30.0,
+                    current: int | None = None) -> int | None:
+    """Fewest workers in [min, max] whose predicted finish (at z standard deviations of the
+    relative error `rel_err`) fits in `time_left` seconds; None if none does. `rates` are the
+    expected iteration rates at 0..max workers; a size other than `current` pays a restart."""
+    spec = job.spec
+    if remaining <= 0:
+        return spec.min_workers if current is None else min(current, spec.min_workers)
+    ws = np.arange(spec.min_workers, min(spec.max_workers, len(rates) - 1) + 1)
+    if not len(ws):
+        return None
+    r = rates[ws]
+    with np.errstate(divide="ignore"):
+        need = np.where(r > 0, remaining / r, np.inf) * (1.0 + z * rel_err)
+    pay = np.full(len(ws), restart_delay)
+    if current is not None:
+        pay[ws == current] = 0.0
+    ok = np.flatnonzero(need + pay <= time_left)
+    return int(ws[ok[0]]) if len(ok) else None
+
+
+def _increases(perf, app: str) -> bool:
+    try:
+        return bool(perf.metric_increases(app))
+    except (KeyError, AttributeError):
+        return False
+
+
+def forecast(state: ClusterState, perf=None, *, order: Sequence[str] | None = None,
+             restart_delay: float = 30.0, confidence: float = 0.9) -> dict[str, Forecast]:
+    """{job name: Forecast} for every active job of `state`. See the module docstring."""
+    return Forecaster(perf, restart_delay=restart_delay, confidence=confidence).run(state, order)
+
+
+__all__ = [
+    "Forecast",
+    "Forecaster",
+    "curve_work_to_target",
+    "fit_curve",
+    "forecast",
+    "model_work_to_target",
+    "workers_to_meet",
+]
