@@ -113,7 +113,7 @@ def test_migration_moves_a_slow_job_where_it_fits_and_cools_the_node():
 
 def test_no_migration_when_no_node_has_room():
     nodes = make_cluster(2, 4, 32, 128)
-    backend, state, policy = _contended(nodes, extra_node_full=True)
+    _backend, state, policy = _contended(nodes, extra_node_full=True)
     actions = policy.schedule(state)
     assert not [a for a in actions if isinstance(a, (Migrate, Suspend))]
     # With hold on, the slow job is paused instead, releasing the cores.
