@@ -18,7 +18,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +97,7 @@ class WorkbenchState(param.Parameterized):
 
     now = param.Number(default=0.0, doc="backend clock, seconds")
     version = param.Integer(default=0, doc="bumped once per refresh; views watch it")
+    layout_version = param.Integer(default=0, doc="bumped when the cluster itself changes")
     finished = param.Boolean(default=False)
     controls_locked = param.Boolean(default=False,
                                     doc="changing a real cluster needs authentication")
@@ -152,6 +153,23 @@ class WorkbenchState(param.Parameterized):
             nodes = parse_cluster(cluster)
         backend = SimBackend(nodes, jobs, **sim_options)
         return cls(backend, policy, workload=str(trace), cluster=str(cluster), **params)
+
+    def load(self, trace: str = "default", cluster: str | None = "default",
+             policy: str | None = None, **options) -> None:
+        """Start over on a new simulated cluster and workload (the views follow)."""
+        self._require_control()
+        fresh = WorkbenchState.from_workload(trace, cluster, policy or self.policy, **options)
+        self.running = False
+        self.backend, self.controller = fresh.backend, fresh.controller
+        self.workload, self.cluster_name, self.perf = fresh.workload, fresh.cluster_name, fresh.perf
+        self.layout = fresh.layout
+        self.engine_history, self.last_action, self._decision_cursor = {}, {}, 0
+        self.param.update(policy=self.controller.policy.name, finished=False, preview=None,
+                          candidate=None, what_if_result=None,
+                          message=f"loaded {trace} on {cluster}")
+        self.cluster_state = self.backend.observe()
+        self.layout_version += 1  # views redraw their geometry first, then their data
+        self.refresh()
 
     # ---- facts ------------------------------------------------------------------------------
 
@@ -282,16 +300,27 @@ class WorkbenchState(param.Parameterized):
 
     def what_if(self, policies: Sequence[str] | None = None, until: float | None = None) -> WhatIfResult:
         """Fork the current state and run every engine (or `policies`) to the end (or `until`)."""
+        result = self.prepare_what_if(policies, until)()
+        self.what_if_result = result
+        return result
+
+    def prepare_what_if(self, policies: Sequence[str] | None = None, until: float | None = None
+                        ) -> Callable[[], WhatIfResult]:
+        """Fork now; return a function that runs the engines on the fork. The function touches
+        nothing of this store, so it may run in a worker thread while the app goes on."""
         if not self.simulated:
             raise TypeError("a what-if needs the simulator (it forks the state)")
         names = list(policies or available())
-        t0 = time.perf_counter()
-        rows, jct = [], {}
-        try:
+        base = self.backend.fork()
+        start = base.now
+
+        def run() -> WhatIfResult:
+            t0 = time.perf_counter()
+            rows, jct = [], {}
             for name in names:
-                self.busy = f"what-if: running {name}"
-                runs = self.controller.what_if({name: make_policy(name)}, until=until)
-                twin = runs[name]
+                # Each engine gets its own copy of the fork (Controller.what_if forks again).
+                twin = Controller(base, make_policy(name)).what_if({name: make_policy(name)},
+                                                                   until=until)[name]
                 m = run_metrics(twin.backend)
                 rows.append({"policy": name, **{k: m[k] for k in (
                     "completed", "rejected", "unfinished", "avg_jct_h", "median_jct_h", "p95_jct_h",
@@ -300,12 +329,9 @@ class WorkbenchState(param.Parameterized):
                 jct[name] = np.array([(j.finish_time - j.spec.arrival) / 3600
                                       for j in twin.backend.jobs.values()
                                       if j.state is JobState.COMPLETED])
-        finally:
-            self.busy = ""
-        result = WhatIfResult(self.backend.now, until, pd.DataFrame(rows), jct,
-                              time.perf_counter() - t0)
-        self.what_if_result = result
-        return result
+            return WhatIfResult(start, until, pd.DataFrame(rows), jct, time.perf_counter() - t0)
+
+        return run
 
     # ---- derived data -----------------------------------------------------------------------
 
@@ -416,8 +442,9 @@ def _numeric_point(value: Any) -> Any:
     if isinstance(value, (int, float, np.number)) and math.isfinite(float(value)):
         return float(value)
     if isinstance(value, dict) and value and len(value) <= 64 and all(
-            isinstance(v, (int, float, np.number)) and not isinstance(v, bool) for v in value.values()):
-        return {str(k): float(v) for k, v in value.items()}
+            v is None or (isinstance(v, (int, float, np.number)) and not isinstance(v, bool))
+            for v in value.values()):
+        return {str(k): float("nan") if v is None else float(v) for k, v in value.items()}
     return None
 
 

@@ -1,0 +1,167 @@
+"""The app shell: composes the views around one `WorkbenchState` and keeps it ticking.
+
+In a notebook cell:
+
+    from workbench.ui import Workbench
+    wb = Workbench(trace="default", cluster="default", policy="tiresias")
+    wb            # renders inline and keeps updating (JS bundled: works offline)
+    wb.play()     # or use the Run button
+    wb.ipywidget()   # for front-ends that speak only ipywidgets (VS Code, Voila)
+
+Served (`workbench serve`, or `panel serve` of a script that calls `.servable()`), each
+browser session gets its own Workbench unless one is shared explicitly.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import panel as pn
+
+from .state import WorkbenchState
+from .views import (
+    ClusterView,
+    ControlsView,
+    EngineView,
+    ForecastView,
+    JobsView,
+    TimelineView,
+    WhatIfView,
+)
+
+TITLE = "Scheduling Workbench"
+_extension_loaded = False
+
+
+def load_extension(inline: bool | None = None) -> None:
+    """Load Panel's JS once. In a notebook, `inline` bundles every JS/CSS resource into the
+    output so the app renders with no internet; it defaults to on there."""
+    global _extension_loaded
+    if _extension_loaded:
+        return
+    if inline is None:
+        inline = _in_notebook()
+    pn.extension("tabulator", inline=inline, notifications=False)
+    _extension_loaded = True
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+def _header(state: WorkbenchState) -> pn.pane.HTML:
+    where = "simulated cluster" if state.simulated else "Kubernetes cluster"
+    return pn.pane.HTML(
+        f'<div style="display:flex;align-items:baseline;gap:14px;padding:8px 14px;'
+        f'background:#24384f;color:white;border-radius:4px">'
+        f'<span style="font-size:20px;font-weight:600">{TITLE}</span>'
+        f'<span style="font-size:13px;opacity:.85">{where} · deep-learning training jobs</span>'
+        f"</div>", sizing_mode="stretch_width", margin=(5, 10))
+
+
+class Workbench:
+    """The whole console for one `WorkbenchState`.
+
+    Either pass a `state`, or the workload to simulate: `trace` (see `load_trace`), `cluster`
+    (a preset or NxG), `policy` (engine name), and any `WorkbenchState` parameter
+    (`speed`, `period_ms`, `controls_locked`, ...)."""
+
+    def __init__(self, trace: str = "default", cluster: str | None = "default",
+                 policy: str = "tiresias", *, state: WorkbenchState | None = None,
+                 seed: int = 0, limit: int | None = None, running: bool = False,
+                 inline: bool | None = None, **params: Any) -> None:
+        load_extension(inline)
+        self.state = state or WorkbenchState.from_workload(trace, cluster, policy, seed=seed,
+                                                           limit=limit, **params)
+        s = self.state
+        self.controls = ControlsView(s)
+        self.cluster = ClusterView(s)
+        self.jobs = JobsView(s)
+        self.forecasts = ForecastView(s)
+        self.timeline = TimelineView(s)
+        self.what_if = WhatIfView(s)
+        self.engine = EngineView(s)
+        self.tabs = pn.Tabs(
+            ("Cluster", self.cluster.panel), ("Jobs", self.jobs.panel),
+            ("Forecasts", self.forecasts.panel), ("Timeline", self.timeline.panel),
+            ("What-if", self.what_if.panel), ("Engine", self.engine.panel),
+            sizing_mode="stretch_width", dynamic=False)
+        self.layout = pn.Column(
+            _header(s),
+            pn.Row(pn.Column(self.controls.panel, width=380), self.tabs,
+                   sizing_mode="stretch_width"),
+            sizing_mode="stretch_width", min_height=600)
+        self._callbacks: list = []
+        self.tick_seconds = 0.0
+        if running:
+            s.running = True
+
+    # ---- keeping it live --------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """One update: advance the simulator (if running) and redraw. Called periodically."""
+        t0 = time.perf_counter()
+        self.state.tick()
+        if not _in_server_session():
+            pn.io.push_notebook(self.layout)  # notebooks get raw Bokeh changes only when pushed
+        self.tick_seconds = time.perf_counter() - t0
+
+    def start(self) -> None:
+        """Start the periodic update in the current context (a server session or the kernel)."""
+        cb = pn.state.add_periodic_callback(self.tick, period=self.state.period_ms, start=True)
+        self._callbacks.append(cb)
+
+    def stop(self) -> None:
+        for cb in self._callbacks:
+            cb.stop()
+        self._callbacks.clear()
+
+    def play(self) -> None:
+        self.state.play()
+
+    def pause(self) -> None:
+        self.state.pause()
+
+    # ---- where it renders -------------------------------------------------------------------
+
+    def __panel__(self) -> pn.viewable.Viewable:
+        if not self._callbacks:
+            self.start()
+        return self.layout
+
+    def servable(self, title: str = TITLE) -> pn.viewable.Viewable:
+        return self.__panel__().servable(title=title)
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        return self.__panel__()._repr_mimebundle_(include, exclude)
+
+    def ipywidget(self):
+        """The app as an ipywidget (needs `jupyter_bokeh`), for widget-only front-ends."""
+        return pn.ipywidget(self.__panel__())
+
+    def show(self, **kwargs):
+        """Open in a browser tab from a plain Python process (blocks unless threaded=True)."""
+        return pn.serve({"workbench": lambda: Workbench(state=None, **self._rebuild_args())
+                         .__panel__()}, title=TITLE, **kwargs)
+
+    def _rebuild_args(self) -> dict[str, Any]:
+        s = self.state
+        return {"trace": s.workload or "default", "cluster": s.cluster_name or "default",
+                "policy": s.policy}
+
+
+def _in_server_session() -> bool:
+    doc = pn.state.curdoc
+    return bool(doc is not None and doc.session_context is not None)
+
+
+def app(trace: str = "default", cluster: str | None = "default", policy: str = "tiresias",
+        **kwargs: Any) -> pn.viewable.Viewable:
+    """A fresh console for one server session (what `workbench serve` gives each browser)."""
+    return Workbench(trace, cluster, policy, **kwargs).__panel__()

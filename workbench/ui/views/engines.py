@@ -1,0 +1,278 @@
+"""Engine views for teaching: whatever the active engine's `engine_view()` returns, drawn by
+the shape of each value, so a new engine needs no UI code.
+
+- numbers, strings, short lists of names: one table of facts;
+- a dict of numbers (prices per resource, growth per job, locality counts): bars now, and
+  lines over time from the store's history;
+- a list of numbers, or a matrix (per slot x per resource): lines, labelled by any list of
+  names of matching length (e.g. `resources`) and against any matching `slots`/`times` list;
+- a list of records with a `time` (price history): lines over time;
+- other lists of records or dicts of records (gangs, migrations, scaling events): tables.
+
+Known keys get a title saying what they teach (OASiS prices, DL2 action probabilities, ...).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import panel as pn
+from bokeh.models import ColumnDataSource, FactorRange, HoverTool
+from bokeh.palettes import Category10_10
+from bokeh.plotting import figure
+
+from ..state import WorkbenchState
+
+TITLES = {
+    "price": "OASiS: resource prices per time slot (mean over servers)",
+    "prices": "resource prices",
+    "price_max": "OASiS: highest price per time slot",
+    "price_history": "OASiS: price of each resource over time",
+    "reserved_share": "OASiS: share of each resource reserved per slot",
+    "U": "OASiS: price ceiling U per resource",
+    "action_probabilities": "DL2: the policy network's action probabilities",
+    "probabilities": "action probabilities",
+    "growth": "SpeCon: relative growth rate of each job (slow growers migrate)",
+    "recent_migrations": "SpeCon: recent migrations",
+    "gangs": "DRAGON: gangs and their placement",
+    "locality": "DRAGON: placement locality",
+    "scaling_events": "autoscaling decisions",
+    "scaling": "QoS: autoscaling decisions",
+    "fragmentation": "FGD: GPU fragmentation",
+    "waiting_since": "time each job entered the queue (s)",
+}
+MAX_SERIES = 12
+MAX_BARS = 40
+
+
+def _kind(value: Any) -> str:
+    if value is None or isinstance(value, (bool, str, int, float, np.number)):
+        return "fact"
+    if isinstance(value, pd.DataFrame):
+        return "table"
+    if isinstance(value, np.ndarray):
+        return "matrix" if value.ndim == 2 else "series" if value.ndim == 1 else "fact"
+    if isinstance(value, dict):
+        if not value:
+            return "fact"
+        vals = list(value.values())
+        if all(_is_num(v) or v is None for v in vals):
+            return "bars"
+        if all(isinstance(v, dict) for v in vals):
+            return "table"
+        return "table" if len(value) > 3 else "fact"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "fact"
+        if all(isinstance(v, str) for v in value):
+            return "fact"
+        if all(_is_num(v) or v is None for v in value):
+            return "series"
+        if all(isinstance(v, (list, tuple, np.ndarray)) for v in value):
+            return "matrix"
+        if all(isinstance(v, dict) for v in value):
+            return "timeseries" if all("time" in v for v in value) and _numeric_records(value) \
+                else "table"
+    return "fact"
+
+
+def _is_num(v: Any) -> bool:
+    return isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+
+
+def _numeric_records(records: list[dict]) -> bool:
+    first = records[0]
+    return all(_is_num(v) or (isinstance(v, (list, tuple)) and all(_is_num(x) for x in v))
+               for k, v in first.items() if k != "time")
+
+
+def _num(v: Any) -> float:
+    return float(v) if _is_num(v) and math.isfinite(float(v)) else float("nan")
+
+
+def _fact_text(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(map(str, v[:30])) + (f" … (+{len(v) - 30})" if len(v) > 30 else "") \
+            if v else "(none)"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {_fact_text(x)}" for k, x in v.items()) or "(none)"
+    return str(v)
+
+
+class _Lines:
+    """Several named lines in one figure (history, matrix columns, records over time)."""
+
+    def __init__(self, title: str, x_label: str) -> None:
+        self.source = ColumnDataSource({"xs": [], "ys": [], "name": [], "colour": []})
+        fig = figure(height=240, sizing_mode="stretch_width", title=title, x_axis_label=x_label,
+                     tools="pan,wheel_zoom,reset", toolbar_location="above")
+        r = fig.multi_line("xs", "ys", source=self.source, line_color="colour", line_width=2,
+                           legend_field="name")
+        fig.add_tools(HoverTool(renderers=[r], tooltips=[("", "@name")]))
+        fig.legend.location = "top_left"
+        fig.legend.label_text_font_size = "8pt"
+        fig.legend.background_fill_alpha = 0.6
+        self.panel = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
+
+    def set(self, x: np.ndarray | list[np.ndarray], series: dict[str, np.ndarray]) -> None:
+        names = list(series)[:MAX_SERIES]
+        xs = [x[k] if isinstance(x, list) else x for k in range(len(names))]
+        self.source.data = {"xs": xs, "ys": [series[n] for n in names], "name": names,
+                            "colour": [Category10_10[k % 10] for k in range(len(names))]}
+
+
+class _Bars:
+    def __init__(self, title: str) -> None:
+        self.source = ColumnDataSource({"key": [], "value": []})
+        fig = figure(height=220, sizing_mode="stretch_width", title=title, x_range=FactorRange(),
+                     tools="", toolbar_location=None)
+        fig.vbar(x="key", top="value", width=0.7, source=self.source, color="#4c78a8")
+        fig.add_tools(HoverTool(tooltips=[("", "@key: @value{0.000}")]))
+        fig.xaxis.major_label_orientation = 0.8
+        fig.xgrid.grid_line_color = None
+        self.figure = fig
+        self.panel = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
+
+    def set(self, values: dict) -> None:
+        items = [(str(k), _num(v)) for k, v in values.items()][:MAX_BARS]
+        keys = [k for k, _ in items]
+        if list(self.figure.x_range.factors) != keys:
+            self.figure.x_range.factors = keys
+        self.source.data = {"key": keys, "value": [v for _, v in items]}
+
+
+class _Block:
+    """One key of the engine view, drawn by its shape."""
+
+    def __init__(self, key: str, kind: str, state: WorkbenchState) -> None:
+        self.key, self.kind, self.state = key, kind, state
+        title = TITLES.get(key, key.replace("_", " "))
+        if kind == "bars":
+            self.bars = _Bars(f"{title} (now)")
+            self.history = _Lines(f"{title} over time", "simulated time (h)")
+            self.panel = pn.Row(self.bars.panel, self.history.panel, sizing_mode="stretch_width")
+        elif kind in ("series", "matrix", "timeseries"):
+            self.lines = _Lines(title, "")
+            self.panel = self.lines.panel
+        else:  # table
+            self.table = pn.widgets.Tabulator(pd.DataFrame(), disabled=True, show_index=False,
+                                              pagination="local", page_size=10,
+                                              sizing_mode="stretch_width", layout="fit_data_stretch")
+            self.panel = pn.Column(pn.pane.Markdown(f"**{title}**", margin=(0, 10)), self.table,
+                                   sizing_mode="stretch_width")
+
+    def update(self, value: Any, view: dict) -> None:
+        if self.kind == "bars":
+            self.bars.set(value)
+            hist = self.state.engine_history.get(self.key, [])
+            if hist:
+                t = np.array([h[0] for h in hist]) / 3600
+                names = list(dict.fromkeys(k for _, point in hist for k in point))
+                self.history.set(t, {n: np.array([_num(p.get(n)) for _, p in hist]) for n in names})
+        elif self.kind == "series":
+            y = np.array([_num(v) for v in value])
+            self.lines.set(_x_for(len(y), view), {self.key: y})
+        elif self.kind == "matrix":
+            m = np.array([[_num(x) for x in row] for row in value], dtype=float)
+            if m.ndim != 2:
+                return
+            names = _names_for(m.shape[1], view)
+            self.lines.set(_x_for(m.shape[0], view), {names[k]: m[:, k] for k in range(m.shape[1])})
+        elif self.kind == "timeseries":
+            t = np.array([_num(r["time"]) for r in value]) / 3600
+            series: dict[str, np.ndarray] = {}
+            for k in value[0]:
+                if k == "time":
+                    continue
+                first = value[0][k]
+                if isinstance(first, (list, tuple)):
+                    cols = np.array([list(map(_num, r[k])) for r in value], dtype=float)
+                    names = _names_for(cols.shape[1], view)
+                    for j in range(cols.shape[1]):
+                        series[f"{k} {names[j]}"] = cols[:, j]
+                else:
+                    series[k] = np.array([_num(r.get(k)) for r in value])
+            self.lines.set(t, series)
+        else:
+            self.table.value = _frame(value)
+
+
+def _names_for(n: int, view: dict) -> list[str]:
+    for v in view.values():
+        if isinstance(v, (list, tuple)) and len(v) == n and all(isinstance(x, str) for x in v):
+            return list(v)
+    return [str(k) for k in range(n)]
+
+
+def _x_for(n: int, view: dict) -> np.ndarray:
+    for key in ("slots", "times", "time", "t"):
+        v = view.get(key)
+        if isinstance(v, (list, tuple, np.ndarray)) and len(v) == n and all(_is_num(x) for x in v):
+            return np.asarray(v, dtype=float) / 3600  # times on the backend clock, in hours
+    return np.arange(n, dtype=float)
+
+
+def _frame(value: Any) -> pd.DataFrame:
+    if isinstance(value, pd.DataFrame):
+        return value
+    if isinstance(value, dict):
+        rows = [{"key": k, **(v if isinstance(v, dict) else {"value": v})} for k, v in value.items()]
+    else:
+        rows = [v if isinstance(v, dict) else {"value": v} for v in value]
+    df = pd.DataFrame(rows)
+    for c in df.columns:  # nested values shown as text
+        if df[c].map(lambda x: isinstance(x, (dict, list, tuple, set))).any():
+            df[c] = df[c].map(_fact_text)
+    return df
+
+
+class EngineView:
+    def __init__(self, state: WorkbenchState) -> None:
+        self.state = state
+        self.header = pn.pane.Markdown("", margin=(0, 10))
+        self.facts = pn.widgets.Tabulator(pd.DataFrame(columns=["fact", "value"]), disabled=True,
+                                          show_index=False, sizing_mode="stretch_width",
+                                          layout="fit_data_stretch", height=220)
+        self.body = pn.Column(sizing_mode="stretch_width")
+        self.blocks: dict[str, _Block] = {}
+        self._signature: tuple = ()
+        self._policy = ""
+        self.panel = pn.Column(self.header, self.facts, self.body, sizing_mode="stretch_width",
+                               name="Engine")
+        self.update()
+        state.param.watch(lambda e: self.update(), "version")
+
+    def update(self) -> None:
+        view = self.state.engine or {}
+        policy = self.state.controller.policy
+        if policy.name != self._policy:
+            self._policy = policy.name
+            doc = (type(policy).__doc__ or sys.modules[type(policy).__module__].__doc__
+                   or "").strip().split("\n\n")[0]
+            self.header.object = f"### Engine: {policy.name}\n{' '.join(doc.split())}"
+        kinds = {k: _kind(v) for k, v in view.items()}
+        facts = [(k, _fact_text(v)) for k, v in view.items() if kinds[k] == "fact"]
+        self.facts.visible = bool(facts)
+        if facts:
+            self.facts.value = pd.DataFrame(facts, columns=["fact", "value"])
+        signature = tuple((k, kd) for k, kd in kinds.items() if kd != "fact")
+        if signature != self._signature:
+            self._signature = signature
+            self.blocks = {k: _Block(k, kd, self.state) for k, kd in signature}
+            if self.blocks:
+                self.body.objects = [b.panel for b in self.blocks.values()]
+            else:
+                self.body.objects = [pn.pane.Markdown(
+                    f"*{policy.name} has no teaching view.* Engines with one: OASiS (prices),"
+                    " DL2 (action probabilities), SpeCon (growth, migrations), DRAGON (gangs,"
+                    " locality), QoS (autoscaling), FGD (fragmentation).", margin=(0, 10))]
+        for k, block in self.blocks.items():
+            block.update(view[k], view)
