@@ -331,6 +331,7 @@ def test_cli_openb(tmp_path, capsys):
     assert (tmp_path / "c.svg").exists()
     assert main(["openb", "--data", str(tmp_path / "nowhere")]) == 2
     assert main(["openb", "--pods", str(pods), "--nodes", str(nodes), "--plugins", "tetris"]) == 2
+    assert main(["openb", "--pods", str(pods), "--nodes", str(nodes), "--plot", "c.pdf"]) == 2
     bad = write(tmp_path, "bad.csv", POD_HEADER + "a,1,1,1,2000,,LS,Running,0,1,0\n")
     assert main(["openb", "--pods", str(bad), "--nodes", str(nodes)]) == 2
     assert f"{bad}:2: column 'gpu_milli'" in capsys.readouterr().err

@@ -85,6 +85,8 @@ def run(args) -> int:
     if not 0 < args.coverage <= 1:
         raise ConfigError("--coverage must be in (0, 1]")
     plugins = _plugins(args.plugins)
+    if args.plot:
+        _check_plot(args.plot)
     node_path, pod_lists = _inputs(args)
     nodes = load_openb_nodes(node_path)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
@@ -124,6 +126,22 @@ def run(args) -> int:
          tables={"per seed": per_seed, "mean ± sd over seeds": [_pretty(r) for r in means]},
          notes=notes)
     return 0
+
+
+def _check_plot(path: str) -> None:
+    """Refuse a plot file we cannot write before spending time on the runs."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".svg", ".csv", ".png"):
+        raise ConfigError(f"--plot: unknown file type {path!r}; use .svg, .csv or .png")
+    if suffix == ".png":
+        import importlib.util
+
+        if importlib.util.find_spec("matplotlib") is None:
+            raise ConfigError("--plot: .png needs matplotlib, which is not installed; "
+                              "use a .svg or .csv file")
+    parent = Path(path).parent
+    if not parent.is_dir():
+        raise ConfigError(f"--plot: no directory {parent}")
 
 
 def _pretty(row: dict) -> dict:

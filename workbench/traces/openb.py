@@ -37,7 +37,7 @@ DEFAULT_POD_FILE = "openb_pod_list_default.csv"
 
 def default_data_dir() -> Path:
     """`../shared/data/openb` relative to the working directory, if it exists."""
-    path = Path.cwd() / DEFAULT_DIR
+    path = (Path.cwd() / DEFAULT_DIR).resolve()
     if not path.is_dir():
         raise InputError(
             "openb data not found: pass --data DIR (or --pods/--nodes PATH); the trace is not "
