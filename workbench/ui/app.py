@@ -75,12 +75,13 @@ class Workbench:
     def __init__(self, trace: str = "default", cluster: str | None = "default",
                  policy: str = "tiresias", *, state: WorkbenchState | None = None,
                  seed: int = 0, limit: int | None = None, running: bool = False,
-                 inline: bool | None = None, **params: Any) -> None:
+                 inline: bool | None = None, locked: bool = False, **params: Any) -> None:
         load_extension(inline)
         self.state = state or WorkbenchState.from_workload(trace, cluster, policy, seed=seed,
                                                            limit=limit, **params)
         s = self.state
-        self.controls = ControlsView(s)
+        self.controls = ControlsView(s, locked=locked)
+        self.controls.after_action = self.sync
         self.cluster = ClusterView(s)
         self.jobs = JobsView(s)
         self.forecasts = ForecastView(s)
@@ -97,6 +98,8 @@ class Workbench:
             pn.Row(pn.Column(self.controls.panel, width=380), self.tabs,
                    sizing_mode="stretch_width"),
             sizing_mode="stretch_width", min_height=600)
+        self.views = (self.controls, self.cluster, self.jobs, self.forecasts, self.timeline,
+                      self.what_if, self.engine)
         self._callbacks: list = []
         self.tick_seconds = 0.0
         if running:
@@ -108,9 +111,15 @@ class Workbench:
         """One update: advance the simulator (if running) and redraw. Called periodically."""
         t0 = time.perf_counter()
         self.state.tick()
+        self.sync()
+        self.tick_seconds = time.perf_counter() - t0
+
+    def sync(self) -> None:
+        """Redraw the views whose data moved (in this session's own context)."""
+        for view in self.views:
+            view.sync()
         if not _in_server_session():
             pn.io.push_notebook(self.layout)  # notebooks get raw Bokeh changes only when pushed
-        self.tick_seconds = time.perf_counter() - t0
 
     def start(self) -> None:
         """Start the periodic update in the current context (a server session or the kernel)."""

@@ -128,6 +128,7 @@ class WorkbenchState(param.Parameterized):
         self._decision_cursor = 0
         self.refresh_seconds = 0.0
         self.advance_seconds = 0.0
+        self._last_tick = -math.inf
         self.policy = self.controller.policy.name
         self.refresh()
 
@@ -216,7 +217,12 @@ class WorkbenchState(param.Parameterized):
         self._after_move()
 
     def tick(self) -> None:
-        """Called by the app's periodic callback: advance if running, then refresh."""
+        """Called by the app's periodic callback: advance if running, then refresh. Several
+        sessions may share one store and all tick it: only one tick per period counts."""
+        now = time.monotonic()
+        if now - self._last_tick < 0.8 * self.period_ms / 1000.0:
+            return
+        self._last_tick = now
         if self.running and not self.finished and not self.busy:
             try:
                 self.advance(self.speed * self.period_ms / 1000.0)
@@ -266,23 +272,32 @@ class WorkbenchState(param.Parameterized):
     def preview_switch(self, name: str, horizon: float | None = None) -> SwitchPreview:
         """Fork the simulator and run the current engine and `name` side by side for
         `horizon` seconds: what the switch is forecast to change."""
+        return self.prepare_preview(name, horizon)()
+
+    def prepare_preview(self, name: str, horizon: float | None = None
+                        ) -> Callable[[], SwitchPreview]:
+        """Fork now; return a function computing the preview on the fork (thread-safe: it
+        touches nothing of this store)."""
         if not self.simulated:
             raise TypeError("a switch preview needs the simulator (it forks the state)")
+        cur = self.controller.policy
+        if name == cur.name:
+            raise ValueError(f"{name} is already the engine scheduling now")
+        if name not in available():
+            raise KeyError(f"unknown engine {name!r}; available: {', '.join(available())}")
         horizon = float(horizon or self.preview_horizon)
-        t0 = time.perf_counter()
-        self.busy = f"forecasting a switch to {name}"
         try:
-            cur = self.controller.policy
-            try:
-                keep = copy.deepcopy(cur)  # keeps the engine's learning state
-            except Exception:  # noqa: BLE001 - an engine that cannot be copied starts afresh
-                keep = make_policy(cur.name)
-            start = self.backend.now
-            base_usage = copy.copy(self.backend.usage) if hasattr(self.backend, "usage") else None
-            runs = self.controller.what_if({cur.name: keep, name: make_policy(name)},
-                                           until=start + horizon) if name != cur.name else {}
-            if name == cur.name:
-                raise ValueError(f"{name} is already the engine scheduling now")
+            keep = copy.deepcopy(cur)  # keeps the engine's learning state
+        except Exception:  # noqa: BLE001 - an engine that cannot be copied starts afresh
+            keep = make_policy(cur.name)
+        base = self.backend.fork()
+        start = base.now
+        base_usage = copy.copy(getattr(base, "usage", None))
+
+        def run() -> SwitchPreview:
+            t0 = time.perf_counter()
+            runs = Controller(base, keep).what_if({cur.name: keep, name: make_policy(name)},
+                                                  until=start + horizon)
             rows, outcomes, decisions = [], {}, []
             for label, twin in runs.items():
                 rows.append(_horizon_row(label, twin, start, base_usage))
@@ -291,12 +306,12 @@ class WorkbenchState(param.Parameterized):
                 decisions += [{"policy": label, "time_h": d.time / 3600, "action": d.action,
                                "job": d.job, "reason": d.reason} for d in acts]
             changes = _job_changes(outcomes[cur.name], outcomes[name], cur.name, name, start)
-        finally:
-            self.busy = ""
-        return SwitchPreview(cur.name, name, start, horizon, pd.DataFrame(rows), changes,
-                             pd.DataFrame(decisions, columns=["policy", "time_h", "action", "job",
-                                                              "reason"]),
-                             time.perf_counter() - t0)
+            return SwitchPreview(cur.name, name, start, horizon, pd.DataFrame(rows), changes,
+                                 pd.DataFrame(decisions, columns=["policy", "time_h", "action",
+                                                                  "job", "reason"]),
+                                 time.perf_counter() - t0)
+
+        return run
 
     def what_if(self, policies: Sequence[str] | None = None, until: float | None = None) -> WhatIfResult:
         """Fork the current state and run every engine (or `policies`) to the end (or `until`)."""

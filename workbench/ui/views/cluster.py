@@ -14,15 +14,16 @@ from bokeh.plotting import figure
 
 from ..data import DOWN_COLOUR, FREE_COLOUR, ClusterLayout
 from ..state import WorkbenchState
+from ._base import View
 from ._sources import sync_columns
 
 CPU_COLOUR, MEM_COLOUR, BAR_BG = "#4c78a8", "#b279a2", "#f2f2f2"
 CELL_BG, CELL_LINE = "#f7f7f7", "#c9c9c9"
 
 
-class ClusterView:
+class ClusterView(View):
     def __init__(self, state: WorkbenchState, height: int | None = None) -> None:
-        self.state = state
+        super().__init__(state)
         self.gpu_source = ColumnDataSource()
         self.node_source = ColumnDataSource()
         self.rack_source = ColumnDataSource()
@@ -34,9 +35,15 @@ class ClusterView:
         self.legend = pn.pane.HTML(_legend_html(), margin=(0, 10))
         self.panel = pn.Column(self.legend, pn.pane.Bokeh(self.figure, sizing_mode="stretch_width"),
                                sizing_mode="stretch_width", name="Cluster")
-        self.update()
-        state.param.watch(lambda e: self.update(), "version")
-        state.param.watch(lambda e: self._set_geometry(state.layout), "layout_version")
+        self._layout_seen = state.layout_version
+        self.sync()
+
+    def sync(self) -> None:
+        if self._layout_seen != self.state.layout_version:  # a new cluster was loaded
+            self._layout_seen = self.state.layout_version
+            self._set_geometry(self.state.layout)
+            self._seen = -1
+        super().sync()
 
     def _figure(self, height: int | None):
         lay = self.state.layout

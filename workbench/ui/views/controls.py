@@ -12,6 +12,7 @@ from bokeh.models.widgets.tables import NumberFormatter
 from ...clusters import PRESETS
 from ...policies import available
 from ..state import WorkbenchState
+from ._base import View
 
 SPEEDS = {"1 min / s": 60.0, "10 min / s": 600.0, "30 min / s": 1800.0, "1 h / s": 3600.0,
           "6 h / s": 21600.0, "1 day / s": 86400.0}
@@ -24,9 +25,14 @@ def clock_text(seconds: float) -> str:
     return f"day {days}, {h:02d}:{m:02d}:{s:02d}"
 
 
-class ControlsView:
-    def __init__(self, state: WorkbenchState) -> None:
-        self.state = state
+class ControlsView(View):
+    """`locked`: this session may watch but not change the cluster (no or a wrong token)."""
+
+    def __init__(self, state: WorkbenchState, locked: bool = False) -> None:
+        super().__init__(state)
+        self.locked = locked
+        self.after_action = lambda: None  # the shell redraws the views right after an action
+        self.preview = None
         self.clock = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
         self.play = pn.widgets.Toggle(name="▶ Run", button_type="success", width=90)
         self.step = pn.widgets.Button(name="Step", width=70)
@@ -37,7 +43,7 @@ class ControlsView:
         self.play.param.watch(self._play, "value")
         self.step.on_click(lambda e: self._guard(state.step))
         self.to_end.on_click(lambda e: self._guard(state.run_to_end))
-        self.speed.param.watch(lambda e: setattr(state, "speed", SPEEDS[e.new]), "value")
+        self.speed.param.watch(self._speed, "value")
 
         self.engine = pn.pane.Markdown("", margin=(0, 10))
         self.candidate = pn.widgets.Select(name="switch to", options=[""] + available(), width=290)
@@ -78,34 +84,44 @@ class ControlsView:
             pn.Card(pn.Row(self.cluster, self.trace), pn.Row(self.new_policy, self.load),
                     title="New simulation", collapsed=True, sizing_mode="stretch_width"),
             self.message, sizing_mode="stretch_width", name="Controls")
-        self.update()
         self._lock()
-        state.param.watch(lambda e: self.update(), "version")
-        state.param.watch(self._show_preview, "preview")
-        state.param.watch(self._lock, "controls_locked")
-        state.param.watch(lambda e: setattr(self.play, "value", e.new), "running")
-        state.param.watch(lambda e: setattr(self.message, "object", e.new), "message")
-        state.param.watch(self._busy, "busy")
+        self.sync()
 
     # ---- actions ----------------------------------------------------------------------------
 
+    @property
+    def may_change(self) -> bool:
+        return not (self.locked or self.state.controls_locked)
+
     def _guard(self, action, *args) -> None:
+        """Run a store action that changes the cluster: checked here, on the server, since a
+        disabled button is only a hint to an honest browser."""
         try:
+            if not self.may_change:
+                raise PermissionError("read-only session: changing this cluster needs the token")
             action(*args)
         except (PermissionError, KeyError, ValueError, TypeError) as e:
             self.message.object = f"**Not done:** {e}"
+        self.after_action()
+
+    def _speed(self, event) -> None:
+        if self.may_change:
+            self.state.speed = SPEEDS[event.new]
 
     def _play(self, event) -> None:
         self.play.name = "⏸ Pause" if event.new else "▶ Run"
-        if event.new and not self.state.running:
-            self._guard(self.state.play)
-            if not self.state.running:
-                self.play.value = False
-        elif not event.new and self.state.running:
-            self.state.pause()
+        if event.new == self.state.running:
+            return
+        self._guard(self.state.play if event.new else self.state.pause)
+        if self.play.value != self.state.running:
+            self.play.value = self.state.running
 
-    def _consider(self, event) -> None:
+    async def _consider(self, event) -> None:
+        import asyncio
+
         name = event.new
+        self.preview = None
+        self._show_preview(None)
         if not name:
             return
         if name == self.state.policy:
@@ -114,17 +130,21 @@ class ControlsView:
         if not self.state.simulated:
             self.preview_text.object = ("No forecast on a real cluster (it cannot be forked):"
                                         " the switch applies from the next round.")
-            self.apply.disabled = self.state.controls_locked
+            self.apply.disabled = not self.may_change
             self.cancel.disabled = False
             return
         self.preview_text.object = f"Forecasting what a switch to **{name}** changes…"
         try:
-            self.state.candidate = name  # the store computes the preview
+            job = self.state.prepare_preview(name)  # forks now, on the app's thread
+            preview = await asyncio.to_thread(job)
         except Exception as e:  # noqa: BLE001 - shown to the user, the console carries on
             self.preview_text.object = f"forecast failed: {e}"
+            return
+        if self.candidate.value == name:  # still the one asked about
+            self.preview = preview
+            self._show_preview(preview)
 
-    def _show_preview(self, event) -> None:
-        p = event.new
+    def _show_preview(self, p) -> None:
         if p is None:
             self.preview_table.visible = self.preview_changes.visible = False
             self.apply.disabled = self.cancel.disabled = True
@@ -137,7 +157,7 @@ class ControlsView:
         self.preview_table.value = p.table
         self.preview_changes.value = p.changes
         self.preview_table.visible = self.preview_changes.visible = True
-        self.apply.disabled = self.state.controls_locked
+        self.apply.disabled = not self.may_change
         self.cancel.disabled = False
 
     def _apply(self, _event) -> None:
@@ -148,10 +168,9 @@ class ControlsView:
 
     def _reset_candidate(self) -> None:
         self.candidate.value = ""
-        self.state.candidate = None
+        self.preview = None
+        self._show_preview(None)
         self.preview_text.object = ""
-        self.apply.disabled = self.cancel.disabled = True
-        self.preview_table.visible = self.preview_changes.visible = False
 
     def _load(self, _event) -> None:
         self.message.object = f"loading {self.trace.value} on {self.cluster.value}…"
@@ -160,20 +179,26 @@ class ControlsView:
 
     # ---- presentation ---------------------------------------------------------------------
 
-    def _lock(self, *_) -> None:
-        locked = self.state.controls_locked
-        for w in (self.play, self.step, self.to_end, self.apply, self.load):
+    def _lock(self) -> None:
+        locked = not self.may_change
+        for w in (self.play, self.step, self.to_end, self.load, self.speed):
             w.disabled = locked
+        self.apply.disabled = locked or self.preview is None
         self.lock_note.visible = locked
         self.lock_note.object = ("**Read-only view.** Changing this cluster needs the access"
                                  " token: open the URL printed by `workbench serve` (it ends in"
                                  " `?token=…`).")
-        if not locked:
-            self.apply.disabled = self.state.preview is None
 
-    def _busy(self, event) -> None:
-        if event.new:
-            self.message.object = f"*{event.new}…*"
+    def sync(self) -> None:
+        super().sync()
+        if self.play.value != self.state.running:
+            self.play.value = self.state.running
+        msg = self.state.message
+        if msg and msg != self._last_message:
+            self._last_message = msg
+            self.message.object = msg
+
+    _last_message = ""
 
     def update(self) -> None:
         s = self.state.summary

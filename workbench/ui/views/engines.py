@@ -26,6 +26,7 @@ from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
 from ..state import WorkbenchState
+from ._base import View
 
 TITLES = {
     "price": "OASiS: resource prices per time slot (mean over servers)",
@@ -234,9 +235,9 @@ def _frame(value: Any) -> pd.DataFrame:
     return df
 
 
-class EngineView:
+class EngineView(View):
     def __init__(self, state: WorkbenchState) -> None:
-        self.state = state
+        super().__init__(state)
         self.header = pn.pane.Markdown("", margin=(0, 10))
         self.facts = pn.widgets.Tabulator(pd.DataFrame(columns=["fact", "value"]), disabled=True,
                                           show_index=False, sizing_mode="stretch_width",
@@ -247,8 +248,7 @@ class EngineView:
         self._policy = ""
         self.panel = pn.Column(self.header, self.facts, self.body, sizing_mode="stretch_width",
                                name="Engine")
-        self.update()
-        state.param.watch(lambda e: self.update(), "version")
+        self.sync()
 
     def update(self) -> None:
         view = self.state.engine or {}

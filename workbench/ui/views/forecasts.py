@@ -11,6 +11,7 @@ from bokeh.models import ColumnDataSource, FactorRange, HoverTool, Span
 from bokeh.plotting import figure
 
 from ..state import WorkbenchState
+from ._base import View
 
 RISK = (("safe (P ≥ 90%)", "#2ca02c"), ("at risk (50–90%)", "#ff7f0e"),
         ("likely late (< 50%)", "#d62728"), ("no deadline", "#8c8c8c"))
@@ -25,9 +26,9 @@ def risk_colour(p: float | None, finish: float, deadline: float) -> tuple[str, s
     return RISK[0] if p >= 0.9 else RISK[1] if p >= 0.5 else RISK[2]
 
 
-class ForecastView:
+class ForecastView(View):
     def __init__(self, state: WorkbenchState, max_jobs: int = MAX_JOBS) -> None:
-        self.state = state
+        super().__init__(state)
         self.max_jobs = max_jobs
         self.source = ColumnDataSource(self._data())
         fig = figure(height=520, sizing_mode="stretch_width", y_range=FactorRange(),
@@ -52,8 +53,7 @@ class ForecastView:
         self.note = pn.pane.Markdown("", margin=(0, 10))
         self.panel = pn.Column(self.note, pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
                                sizing_mode="stretch_width", name="Forecasts")
-        self.update()
-        state.param.watch(lambda e: self.update(), "version")
+        self.sync()
 
     def _data(self) -> dict:
         df = self.state.jobs

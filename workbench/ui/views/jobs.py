@@ -12,6 +12,7 @@ import panel as pn
 from bokeh.models.widgets.tables import NumberFormatter
 
 from ..state import WorkbenchState
+from ._base import View
 
 DISPLAY_COLUMNS = {
     "job": "job", "app": "app", "state": "state", "workers": "workers", "ps": "PS",
@@ -30,9 +31,9 @@ def display_frame(jobs: pd.DataFrame) -> pd.DataFrame:
     return df[list(DISPLAY_COLUMNS)]
 
 
-class JobsView:
+class JobsView(View):
     def __init__(self, state: WorkbenchState, page_size: int = 15) -> None:
-        self.state = state
+        super().__init__(state)
         self.table = pn.widgets.Tabulator(
             display_frame(state.jobs), pagination="remote", page_size=page_size, show_index=False,
             disabled=True, selectable=1, sizing_mode="stretch_width", layout="fit_data_stretch",
@@ -65,7 +66,7 @@ class JobsView:
         self._selected: str | None = None
         self.panel = pn.Column(pn.Row(self.search, self.state_filter), self.table,
                                self.why_title, self.why, sizing_mode="stretch_width", name="Jobs")
-        state.param.watch(lambda e: self.update(), "version")
+        self._seen = state.version  # the table was built from this version
 
     def _filter(self, df: pd.DataFrame) -> pd.DataFrame:
         mask = np.ones(len(df), dtype=bool)

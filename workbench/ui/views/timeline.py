@@ -8,13 +8,14 @@ from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
 from ..state import TIMELINE_COLUMNS, WorkbenchState
+from ._base import View
 
 SWITCH_COLOUR = "#9467bd"
 
 
-class TimelineView:
+class TimelineView(View):
     def __init__(self, state: WorkbenchState, height: int = 200) -> None:
-        self.state = state
+        super().__init__(state)
         self.source = ColumnDataSource({c: [] for c in TIMELINE_COLUMNS})
         self.switches = ColumnDataSource({"time_h": [], "label": [], "y": []})
         self._sent = 0
@@ -52,8 +53,7 @@ class TimelineView:
         self.figures = (util, queue, done)
         self.panel = pn.Column(*(pn.pane.Bokeh(f, sizing_mode="stretch_width") for f in self.figures),
                                sizing_mode="stretch_width", name="Timeline")
-        self.update()
-        state.param.watch(lambda e: self.update(), "version")
+        self.sync()
 
     def update(self) -> None:
         if id(self.state.controller) != self._run_id:  # a new run was loaded: start over

@@ -50,15 +50,16 @@ class WhatIfView:
             pn.Row(self.engines, self.horizon, self.run_button), self.status, self.table,
             pn.pane.Bokeh(fig, sizing_mode="stretch_width"), sizing_mode="stretch_width",
             name="What-if")
-        state.param.watch(lambda e: self.show(e.new), "what_if_result")
-        state.param.watch(self._lock, "controls_locked")
-        self._lock()
+        self._shown = None
         if not state.simulated:
             self.run_button.disabled = True
             self.status.object = "What-if needs the simulator (it forks the cluster's state)."
 
-    def _lock(self, *_) -> None:
-        self.run_button.disabled = not self.state.simulated
+    def sync(self) -> None:
+        """Show a result once it is there (this session's or, on a shared store, another's)."""
+        if self.state.what_if_result is not self._shown:
+            self._shown = self.state.what_if_result
+            self.show(self._shown)
 
     async def _run(self, _event) -> None:
         import asyncio

@@ -1,0 +1,23 @@
+"""What every view shares: it redraws when the store's `version` moved since it last looked.
+
+Views poll (`sync`, called by the app's periodic tick in the view's own session) rather than
+watch the store, so several browser sessions can watch one shared store: each session's
+Bokeh document is then only ever changed from that session's own callbacks."""
+
+from __future__ import annotations
+
+from ..state import WorkbenchState
+
+
+class View:
+    def __init__(self, state: WorkbenchState) -> None:
+        self.state = state
+        self._seen = -1
+
+    def sync(self) -> None:
+        if self._seen != self.state.version:
+            self._seen = self.state.version
+            self.update()
+
+    def update(self) -> None:
+        raise NotImplementedError
