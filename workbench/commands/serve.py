@@ -1,0 +1,138 @@
+"""`workbench serve`: the app in a browser, on the embedded simulated cluster and a real trace.
+
+    workbench serve                              # http://127.0.0.1:5006/, Pollux workload 1
+    workbench serve --trace philly --cluster philly --policy tiresias
+    workbench serve --address 0.0.0.0 --shared   # one cluster for everyone; controls need the token
+
+Each browser session gets its own simulation, unless `--shared`: then every session watches
+one cluster. On a non-loopback address (or with `--token`), changing a shared or real cluster
+needs the access token in the URL (`?token=...`, printed at start); without it a session is
+read-only. A session's own private simulation is always under its own control.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import secrets
+import socket
+import sys
+
+from ..clusters import PRESETS, parse_cluster
+from ..errors import ConfigError
+
+LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
+
+
+def is_loopback(address: str) -> bool:
+    if address in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def token_matches(session_args: dict, token: str) -> bool:
+    given = session_args.get("token", [b""])[0]
+    if isinstance(given, bytes):
+        given = given.decode("utf-8", "replace")
+    return bool(token) and hmac.compare_digest(given, token)
+
+
+def session_locked(*, token: str | None, given_ok: bool, shared: bool, simulated: bool) -> bool:
+    """Whether a session may only watch: the cluster is shared or real, a token is required,
+    and the session did not present it."""
+    if not token:
+        return False
+    return (shared or not simulated) and not given_ok
+
+
+def run_serve(args) -> int:
+    import panel as pn
+
+    from ..policies import available
+    from ..traces import load_trace
+    from ..ui.app import TITLE, Workbench
+    from ..ui.state import WorkbenchState
+
+    if args.policy not in available():
+        raise ConfigError(f"--policy: unknown engine {args.policy!r}; available: {', '.join(available())}")
+    if not 0 < args.port < 65536:
+        raise ConfigError(f"--port: expected 1-65535, got {args.port}")
+    jobs = load_trace(args.trace, seed=args.seed)
+    if args.limit is not None:
+        if args.limit < 1:
+            raise ConfigError(f"--limit: expected a positive integer, got {args.limit}")
+        jobs = sorted(jobs, key=lambda j: j.arrival)[: args.limit]
+    cluster = args.cluster
+    if cluster is None:
+        cluster = "philly" if args.trace.split(":")[0] == "philly" else "default"
+    nodes = parse_cluster(cluster)
+    loopback = is_loopback(args.address)
+    token = args.token or (None if loopback else secrets.token_urlsafe(18))
+
+    def make_state() -> WorkbenchState:
+        return WorkbenchState.from_workload(args.trace, cluster, args.policy, jobs=jobs, nodes=nodes,
+                                            speed=args.speed)
+
+    shared_state = make_state() if args.shared else None
+    if shared_state is not None and args.run:
+        shared_state.running = True
+
+    def session():
+        ok = token_matches(pn.state.session_args, token) if token else True
+        state = shared_state or make_state()
+        locked = session_locked(token=token, given_ok=ok, shared=args.shared,
+                                simulated=state.simulated)
+        wb = Workbench(state=state, locked=locked, inline=False,
+                       running=args.run and shared_state is None)
+        return wb.__panel__()
+
+    host = "127.0.0.1" if args.address in ("0.0.0.0", "::") else args.address
+    shown_host = socket.gethostname() if args.address in ("0.0.0.0", "::") else host
+    origins = list(args.allow_websocket_origin or [])
+    if not origins:
+        origins = [f"{h}:{args.port}" for h in {host, shown_host, "localhost", "127.0.0.1"}]
+    prefix = "/" + args.prefix.strip("/") if args.prefix else ""
+    base = f"http://{shown_host}:{args.port}{prefix}/"
+    print(f"{TITLE}: {len(jobs)} jobs ({args.trace}) on {len(nodes)} nodes ({cluster}),"
+          f" engine {args.policy}{', shared' if args.shared else ''}")
+    if token:
+        print(f"  control:   {base}?token={token}")
+        print(f"  read-only: {base}")
+    else:
+        print(f"  open: {base}")
+    sys.stdout.flush()
+    pn.serve(session, port=args.port, address=args.address, show=not args.no_browser,
+             title=TITLE, websocket_origin=origins, prefix=prefix, start=True,
+             print=False, check_unused_sessions=2000, unused_session_lifetime=10000)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("serve", help="open the workbench app in a browser (simulated cluster)")
+    p.add_argument("--port", type=int, default=5006)
+    p.add_argument("--address", default="127.0.0.1",
+                   help="interface to listen on (default loopback; 0.0.0.0 for everyone, which"
+                        " makes controls of a shared or real cluster need a token)")
+    p.add_argument("--trace", default="default",
+                   help="workload: default (Pollux workload 1, sampled from Philly), philly,"
+                        " pollux:PATH, synthetic[:k=v,...], or a CSV path")
+    p.add_argument("--cluster", default=None,
+                   help=f"cluster preset ({', '.join(PRESETS)}) or NxG such as 16x4")
+    p.add_argument("--policy", default="tiresias", help="engine to start with")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit", type=int, default=None, help="only the first N jobs of the trace")
+    p.add_argument("--speed", type=float, default=600.0,
+                   help="simulated seconds per wall-clock second (default 600)")
+    p.add_argument("--run", action="store_true", help="start the simulation running")
+    p.add_argument("--shared", action="store_true",
+                   help="one cluster for every session (a projected demo), not one each")
+    p.add_argument("--token", default=None,
+                   help="access token for controls (default: random when not on loopback)")
+    p.add_argument("--prefix", default="", help="URL prefix (behind a proxy)")
+    p.add_argument("--allow-websocket-origin", action="append", default=None, metavar="HOST[:PORT]",
+                   help="browser origins allowed to connect (repeatable; default this host)")
+    p.add_argument("--no-browser", action="store_true", help="do not open a browser tab")
+    p.set_defaults(func=run_serve)
