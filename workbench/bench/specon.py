@@ -154,7 +154,7 @@ def _summary(per_seed: list[list[dict]]) -> list[dict]:
     for label in labels:
         rows = [r for seed_rows in per_seed for r in seed_rows if r["policy"] == label]
 
-        def mean(key: str) -> float | None:
+        def mean(key: str, rows: list[dict] = rows) -> float | None:
             vals = [r[key] for r in rows if r.get(key) is not None and not np.isnan(r[key])]
             return float(np.mean(vals)) if vals else None
 
@@ -202,12 +202,12 @@ def run(args: argparse.Namespace) -> int:
     title = (f"SpeCon vs baselines: {args.jobs} Philly jobs arriving over {window} h, {result['nodes']} nodes /"
              f" {result['gpus']} GPUs / {result['cpus_per_node']:g} cores each, contention on, mean of {args.seeds} seeds (gains vs kube-default)")
     notes = [
-        f"α = {args.alpha:g}, interval = {args.interval:g} epochs; CPU burst per application (assumed): "
-        + ", ".join(f"{a} {b:g}x" for a, b in CPU_BURST.items()),
-        "relieved_speedup: speed of the fast-growing co-tenants right after a migration / before;"
-        " migrant_speed_kept: the moved job's speed after / before (restart delay not counted).",
-        "Gains are on the jobs completed under both engines; kube-default's stalled (deadlocked)"
-        " jobs are left out of its JCT.",
+        (f"α = {args.alpha:g}, interval = {args.interval:g} epochs; CPU burst per application (assumed): "
+         + ", ".join(f"{a} {b:g}x" for a, b in CPU_BURST.items())),
+        ("relieved_speedup: speed of the fast-growing co-tenants right after a migration / before;"
+         " migrant_speed_kept: the moved job's speed after / before (restart delay not counted)."),
+        ("Gains are on the jobs completed under both engines; kube-default's stalled (deadlocked)"
+         " jobs are left out of its JCT."),
         f"wall {result['wall_s']:.1f} s",
     ]
     emit(result, as_json=args.json, tables={title: summary, "Paper (SpeCon, arXiv 2010.11307) vs measured": claims},
