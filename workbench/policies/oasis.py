@@ -89,7 +89,7 @@ def utility_target(spec: JobSpec, perf, target_factor: float = 3.0) -> float:
     return target_factor * spec.total_work / max(rate, _EPS)
 
 
-def job_utility(spec: JobSpec, finish: float | None, perf, *, slot: float = 600.0,
+def job_utility(spec: JobSpec, finish: float | None, perf, *, slot: float = 300.0,
                 decay: float = 5.0, target_factor: float = 3.0) -> float:
     """The utility a job earns by finishing at `finish` (0 if it never finishes)."""
     if finish is None:
@@ -207,7 +207,7 @@ class OasisPolicy(Policy):
 
     needs_every_round = True
 
-    def __init__(self, perf=None, round_interval: float = 600.0, restart_delay: float = 30.0,
+    def __init__(self, perf=None, round_interval: float = 300.0, restart_delay: float = 30.0,
                  workers_per_ps: int = 4, work_levels: int = 100, horizon_slots: int = 288,
                  decay: float = 5.0, target_factor: float = 3.0, utility_floor: float = 0.01,
                  max_utility: float = 100.0,
@@ -522,7 +522,7 @@ class OasisPolicy(Policy):
             if spec is None:
                 continue
             for slot, (w, p) in sched.slots.items():
-                if slot > self._slot:
+                if slot >= self._slot:
                     self.book.release(slot, self._amount(spec, w, p))
 
     def _record_prices(self, now: float, s: int) -> None:
