@@ -1,0 +1,187 @@
+"""OASiS: prices, admission, capacity, and the schedule subroutine on hand-checked cases."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from workbench.bench.dl2 import philly_ps_workload
+from workbench.clusters import make_cluster, preset
+from workbench.control import Controller
+from workbench.model import Admit, JobKind, JobSpec, Node, Place, Reject, Resources
+from workbench.policies import make_policy
+from workbench.policies.oasis import OasisPolicy, PriceBook, sigmoid_utility
+from workbench.sim import SimBackend
+
+WORKER = Resources(cpu=1, mem=1, gpu=1)
+PS = Resources(cpu=1, mem=1, gpu=0)
+BOUNDS = (1.0, {"cpu": 1.0, "mem": 1.0, "gpu": 16.0})
+
+
+class LinearPerf:
+    """Every worker trains one iteration per second, whatever the PS count."""
+
+    ps_models = ("toy",)
+
+    def ps_speed(self, model, workers, ps, batch_per_worker=None):
+        return float(workers) if workers > 0 and ps > 0 else 0.0
+
+    def ideal_rate(self, spec, workers, gpus_per_node=4):
+        return float(workers)
+
+    def iteration_rate(self, spec, workers, ps):
+        return self.ps_speed(spec.application, sum(workers.values()), sum(ps.values()))
+
+
+def toy_job(work: float = 200.0, weight: int = 10, deadline: float = 10_000.0) -> JobSpec:
+    return JobSpec(name="toy", application="toy", arrival=0.0, total_work=work, batch_size=1,
+                   initial_workers=1, min_workers=1, max_workers=2, num_ps=1,
+                   worker_demand=WORKER, ps_demand=PS, kind=JobKind.PS, priority=weight,
+                   deadline=deadline)
+
+
+def toy_policy(job: JobSpec, **kw) -> tuple[OasisPolicy, SimBackend]:
+    nodes = [Node("a", 8, 32, 2), Node("b", 8, 32, 2)]
+    options = {"perf": LinearPerf(), "round_interval": 100.0, "restart_delay": 0.0,
+                   "workers_per_ps": 2, "work_levels": 2, "horizon_slots": 3, "bounds": BOUNDS}
+    options.update(kw)
+    policy = OasisPolicy(**options)
+    backend = SimBackend(nodes, [job], perf=LinearPerf())
+    backend.advance(0.0)
+    policy._setup(backend.observe())
+    return policy, backend
+
+
+def test_prices_rise_with_utilisation_and_stay_within_bounds():
+    book = PriceBook(np.array([[8.0, 32.0, 4.0]]))
+    book.widen(0.01, np.array([50.0, 12.5, 100.0]))
+    seen = []
+    for _ in range(4):  # 4 steps of a quarter of every resource: idle to full
+        seen.append(book.prices(0, 1)[0, 0].copy())
+        book.reserve(0, np.array([[2.0, 8.0, 1.0]]))
+    seen.append(book.prices(0, 1)[0, 0])
+    seen = np.array(seen)
+    assert (np.diff(seen, axis=0) > 0).all()  # every resource dearer with every reservation
+    assert np.allclose(seen[0], book.L)  # idle: L
+    assert np.allclose(seen[-1], book.U)  # full: U_r
+    assert (seen >= book.L - 1e-12).all() and (seen <= book.U + 1e-9).all()
+    book.reserve(0, np.array([[100.0, 100.0, 100.0]]))  # over-reserved still caps at U
+    assert (book.prices(0, 1) <= book.U + 1e-9).all()
+    assert book.alpha == pytest.approx(np.log(100.0 / 0.01))
+
+
+def test_sigmoid_utility_is_non_increasing_and_halves_at_the_target():
+    t = np.linspace(0, 5000, 50)
+    f = sigmoid_utility(10.0, 2000.0, 5.0, t, 300.0)
+    assert (np.diff(f) <= 0).all()
+    assert sigmoid_utility(10.0, 2000.0, 5.0, 2000.0, 300.0) == pytest.approx(5.0)
+
+
+def test_dp_picks_the_hand_checked_cheapest_schedule():
+    # Slot 0: both servers have one GPU reserved (GPU price 4); slots 1-2 idle (price 1).
+    # A worker costs cpu 1 + mem 1 + its GPU's price, a PS 2. The job needs 2 worker-slots:
+    #   2 workers in slot 0 (one per server): 2*(2+4) + 2 = 14
+    #   1 worker in slot 0, 1 in slot 1:      (6+2) + (3+2) = 13
+    #   2 workers in slot 1 on one server:     2*3 + 2 = 8   <- cheapest, done by slot 1
+    job = toy_job()
+    policy, _ = toy_policy(job)
+    policy.book.reserve(0, np.array([[0, 0, 1.0], [0, 0, 1.0]]))
+    sched, why = policy.plan(job, 0)
+    assert why == ""
+    assert sched.cost == pytest.approx(8.0)
+    assert set(sched.slots) == {1}
+    workers, ps = sched.slots[1]
+    assert sum(workers.values()) == 2 and len(workers) == 1  # both on one server
+    assert sum(ps.values()) == 1
+    assert sched.completion_slot == 1
+    expected = sigmoid_utility(10.0, 10_000.0, 5.0, 200.0, 100.0)
+    assert sched.utility == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dp_matches_brute_force_over_per_slot_options(seed):
+    rng = np.random.default_rng(seed)
+    job = toy_job(work=400.0)
+    policy, _ = toy_policy(job, work_levels=4, horizon_slots=3)
+    for slot in range(3):  # random reservations make the slots differently priced
+        policy.book.reserve(slot, np.array([[rng.integers(0, 6), 0, rng.integers(0, 3)],
+                                            [rng.integers(0, 6), 0, rng.integers(0, 3)]]))
+    sched, _ = policy.plan(job, 0)
+    opts = policy._options(job)
+    cost, _ = policy._slot_costs(job, opts, 0, 3)
+    f = sigmoid_utility(10.0, 10_000.0, 5.0, 100.0 * np.arange(1, 4), 100.0)
+    best = -np.inf
+    choices = [None] + list(range(len(opts.workers)))
+    for combo in itertools.product(choices, repeat=3):
+        units = sum(opts.units[i] for i in combo if i is not None)
+        if units < 4:
+            continue
+        c = sum(cost[t, i] for t, i in enumerate(combo) if i is not None)
+        last = max(t for t, i in enumerate(combo) if i is not None)
+        best = max(best, f[last] - c)
+    if not np.isfinite(best):
+        assert sched is None
+    else:
+        assert sched.payoff == pytest.approx(best)
+
+
+def test_negative_payoff_is_rejected_with_the_reason():
+    job = toy_job()
+    policy, backend = toy_policy(job, bounds=(100.0, {"cpu": 100.0, "mem": 100.0, "gpu": 100.0}))
+    actions = policy.schedule(backend.observe())
+    rejects = [a for a in actions if isinstance(a, Reject)]
+    assert [a.job for a in rejects] == ["toy"]
+    assert "payoff" in rejects[0].reason and "cost" in rejects[0].reason
+    assert not any(isinstance(a, (Admit, Place)) for a in actions)
+    assert policy.engine_view()["rejected"] == {"toy": rejects[0].reason.removeprefix("rejected: ")}
+
+
+def test_positive_payoff_is_admitted_and_placed():
+    job = toy_job()
+    policy, backend = toy_policy(job)
+    actions = policy.schedule(backend.observe())
+    assert isinstance(actions[0], Admit) and "payoff" in actions[0].reason
+    assert any(isinstance(a, Place) for a in actions)
+
+
+def test_admitted_schedules_never_exceed_capacity():
+    nodes = preset("small")
+    jobs = philly_ps_workload(50, seed=3, load=2.0, cluster_gpus=16)
+    policy = OasisPolicy()
+    backend = SimBackend(nodes, jobs)
+    controller = Controller(backend, policy)
+    rounds = 0
+    while controller.step() is not None:
+        rounds += 1
+        cap = policy.book.capacity
+        assert (policy.book.used <= cap + 1e-6).all()
+        assert (backend.allocated <= backend.capacity + 1e-6).all()
+        for sched in policy.schedules.values():
+            spec = policy._specs[sched.job]
+            for w, p in sched.slots.values():
+                assert spec.min_workers <= sum(w.values()) <= spec.max_workers
+                assert -(-sum(w.values()) // policy.workers_per_ps) <= sum(p.values()) <= sum(w.values())
+    assert rounds > 5
+    assert not controller.stalled
+    done = [j for j in backend.jobs.values() if j.state.value == "completed"]
+    assert done and all(j.admitted for j in done)
+    view = policy.engine_view()
+    assert view["resources"] == ["cpu", "mem", "gpu"]
+    assert view["price_history"] and len(view["price_history"][0]["price"]) == 3
+    assert view["competitive_ratio"] == pytest.approx(2 * view["alpha"])
+    lo, hi = view["L"], max(view["U"].values())
+    for entry in view["price_history"]:
+        assert all(lo - 1e-12 <= p <= hi + 1e-9 for p in entry["price"])
+
+
+def test_registered_and_deterministic():
+    nodes = make_cluster(2, 4)
+    jobs = philly_ps_workload(15, seed=1, load=1.5, cluster_gpus=8)
+    from workbench.experiment import run_policy
+
+    a = run_policy(nodes, jobs, "oasis").controller.recorder.decisions
+    b = run_policy(nodes, jobs, make_policy("oasis")).controller.recorder.decisions
+    assert [(d.time, d.action, d.job, d.reason) for d in a] == \
+           [(d.time, d.action, d.job, d.reason) for d in b]
