@@ -43,6 +43,8 @@ def job_colour(name: str) -> str:
 # ---- layout -------------------------------------------------------------------------------
 
 GPU_W, GAP, BAR_W, RACK_GAP_X, RACK_GAP_Y, ROW_H = 1.0, 0.4, 2.5, 1.5, 2.5, 1.0
+LABEL_W = 3.2  # room for node names, drawn only on clusters small enough to read them
+LABELLED_NODES = 64
 
 
 @dataclass
@@ -58,22 +60,23 @@ class ClusterLayout:
     rack_y: np.ndarray
     width: float
     height: float
+    label_w: float = 0.0
 
     @property
     def node_width(self) -> float:
-        return self.max_gpus * GPU_W + GAP + BAR_W + GAP / 2 + BAR_W
+        return self.label_w + self.max_gpus * GPU_W + GAP + BAR_W + GAP / 2 + BAR_W
 
     def gpu_boxes(self) -> dict[str, np.ndarray]:
         """left/right/top/bottom of every GPU cell, flattened row-major (node, gpu)."""
         n, g = len(self.nodes), self.max_gpus
-        left = (self.node_x[:, None] + np.arange(g)[None, :] * GPU_W + 0.05).ravel()
+        left = (self.node_x[:, None] + self.label_w + np.arange(g)[None, :] * GPU_W + 0.05).ravel()
         top = np.repeat(self.node_y, g) + 0.1
         return {"left": left, "right": left + GPU_W - 0.1, "top": top, "bottom": top + ROW_H - 0.2,
                 "node_i": np.repeat(np.arange(n), g), "gpu_i": np.tile(np.arange(g), n)}
 
     def bar_boxes(self, which: str) -> dict[str, np.ndarray]:
         """left/right(full)/top/bottom of each node's CPU (`cpu`) or memory (`mem`) bar."""
-        start = self.max_gpus * GPU_W + GAP + (0 if which == "cpu" else BAR_W + GAP / 2)
+        start = self.label_w + self.max_gpus * GPU_W + GAP + (0 if which == "cpu" else BAR_W + GAP / 2)
         left = self.node_x + start
         return {"left": left, "right": left + BAR_W, "top": self.node_y + 0.15,
                 "bottom": self.node_y + ROW_H - 0.15}
@@ -85,7 +88,8 @@ def cluster_layout(nodes: list[Node], aspect: float = 1.6) -> ClusterLayout:
     for i, n in enumerate(nodes):
         racks.setdefault(n.rack, []).append(i)
     max_g = max((int(n.gpus) for n in nodes), default=1) or 1
-    node_w = max_g * GPU_W + GAP + BAR_W + GAP / 2 + BAR_W
+    label_w = LABEL_W if len(nodes) <= LABELLED_NODES else 0.0
+    node_w = label_w + max_g * GPU_W + GAP + BAR_W + GAP / 2 + BAR_W
     rack_h = max(len(v) for v in racks.values()) * ROW_H
     n_racks = len(racks)
     # Pick the number of rack columns whose overall shape is closest to `aspect`.
@@ -112,7 +116,7 @@ def cluster_layout(nodes: list[Node], aspect: float = 1.6) -> ClusterLayout:
     rows = math.ceil(n_racks / cols)
     return ClusterLayout(list(nodes), max_g, node_x, node_y, list(racks), np.array(rack_x),
                          np.array(rack_y), cols * node_w + (cols - 1) * RACK_GAP_X,
-                         rows * (rack_h + RACK_GAP_Y))
+                         rows * (rack_h + RACK_GAP_Y), label_w)
 
 
 # ---- cells ---------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import panel as pn
 from bokeh.models import ColumnDataSource, HoverTool, Range1d
 from bokeh.plotting import figure
 
-from ..data import DOWN_COLOUR, FREE_COLOUR, ClusterLayout
+from ..data import BAR_W, DOWN_COLOUR, FREE_COLOUR, GAP, GPU_W, ROW_H, ClusterLayout
 from ..state import WorkbenchState
 from ._base import View
 from ._sources import sync_columns
@@ -27,6 +27,8 @@ class ClusterView(View):
         self.gpu_source = ColumnDataSource()
         self.node_source = ColumnDataSource()
         self.rack_source = ColumnDataSource()
+        self.header_source = ColumnDataSource()
+        self.label_source = ColumnDataSource()
         self._sent_gpu: dict[str, np.ndarray] = {}
         self._sent_node: dict[str, np.ndarray] = {}
         self.cells_sent = 0
@@ -72,6 +74,10 @@ class ClusterView(View):
                  fill_color=MEM_COLOUR, line_color=None)
         fig.text(x="x", y="y", text="rack", source=self.rack_source, text_font_size="9pt",
                  text_color="#444444", text_baseline="bottom", text_font_style="bold")
+        fig.text(x="x", y="y", text="text", source=self.header_source, text_font_size="8pt",
+                 text_color="#666666", text_baseline="bottom")
+        fig.text(x="x", y="y", text="node", source=self.label_source, text_font_size="8pt",
+                 text_color="#555555", text_baseline="middle", text_align="right")
         fig.add_tools(HoverTool(renderers=[bg], tooltips=[
             ("node", "@node (@rack)"), ("GPU", "@gpu: @used{0%} in use"), ("held by", "@text")]))
         fig.add_tools(HoverTool(renderers=[cpu_bg, mem_bg], tooltips=[
@@ -110,6 +116,16 @@ class ClusterView(View):
         self._bar_width = cpu["right"] - cpu["left"]
         self._cell_height = boxes["bottom"][idx] - boxes["top"][idx]
         self.rack_source.data = {"x": lay.rack_x, "y": lay.rack_y - 0.15, "rack": lay.racks}
+        first = lay.rack_x + lay.label_w
+        self.header_source.data = {
+            "x": np.concatenate([first + lay.max_gpus * GPU_W + GAP,
+                                 first + lay.max_gpus * GPU_W + GAP * 1.5 + BAR_W]),
+            "y": np.concatenate([lay.rack_y - 0.1] * 2),
+            "text": ["CPU"] * len(first) + ["memory"] * len(first)}
+        shown = lay.label_w > 0
+        self.label_source.data = {"x": lay.node_x + lay.label_w - 0.2 if shown else [],
+                                  "y": lay.node_y + ROW_H / 2 if shown else [],
+                                  "node": list(names) if shown else []}
         fig = self.figure
         fig.x_range.start, fig.x_range.end = -0.5, lay.width + 0.5
         fig.y_range.start, fig.y_range.end = lay.height + 0.2, -0.2  # racks read top-down

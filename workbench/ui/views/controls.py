@@ -34,7 +34,7 @@ class ControlsView(View):
         self.after_action = lambda: None  # the shell redraws the views right after an action
         self.preview = None
         self.clock = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
-        self.play = pn.widgets.Toggle(name="▶ Run", button_type="success", width=90)
+        self.play = pn.widgets.Toggle(name="Run", button_type="success", width=90)
         self.step = pn.widgets.Button(name="Step", width=70)
         self.to_end = pn.widgets.Button(name="Run to end", width=100)
         speed_name = min(SPEEDS, key=lambda k: abs(SPEEDS[k] - state.speed))
@@ -109,7 +109,7 @@ class ControlsView(View):
             self.state.speed = SPEEDS[event.new]
 
     def _play(self, event) -> None:
-        self.play.name = "⏸ Pause" if event.new else "▶ Run"
+        self.play.name = "Pause" if event.new else "Run"
         if event.new == self.state.running:
             return
         self._guard(self.state.play if event.new else self.state.pause)

@@ -244,7 +244,7 @@ class EngineView(View):
                                           layout="fit_data_stretch", height=220)
         self.body = pn.Column(sizing_mode="stretch_width")
         self.blocks: dict[str, _Block] = {}
-        self._signature: tuple = ()
+        self._signature: tuple | None = None
         self._policy = ""
         self.panel = pn.Column(self.header, self.facts, self.body, sizing_mode="stretch_width",
                                name="Engine")

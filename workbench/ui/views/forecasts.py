@@ -40,6 +40,9 @@ class ForecastView(View):
         fig.scatter(x="finish", y="job", source=self.source, size=8, color="colour")
         fig.scatter(x="deadline", y="job", source=self.source, size=11, marker="dash",
                     line_width=3, color="#222222", angle=math.pi / 2)
+        # An invisible point at "now" keeps the present in the auto-ranged view.
+        self.now_source = ColumnDataSource({"x": [], "y": []})
+        self.now_dot = fig.scatter(x="x", y="y", source=self.now_source, alpha=0)
         self.now_line = Span(location=state.now / 3600, dimension="height", line_color="#555555",
                              line_dash="dashed", line_width=1)
         fig.add_layout(self.now_line)
@@ -83,6 +86,8 @@ class ForecastView(View):
         self.figure.y_range.factors = list(reversed(data["job"]))
         self.source.data = data
         self.now_line.location = self.state.now / 3600
+        first = data["job"][:1]
+        self.now_source.data = {"x": [self.state.now / 3600] * len(first), "y": first}
         shown = f"the {self.max_jobs} most at risk of " if self.total > self.max_jobs else ""
         self.note.object = (f"Predicted finish (dot) with its band, deadline (black bar), now"
                             f" (dashed); {shown}{self.total} active jobs with a forecast.")

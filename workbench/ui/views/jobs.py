@@ -25,8 +25,9 @@ DISPLAY_COLUMNS = {
 def display_frame(jobs: pd.DataFrame) -> pd.DataFrame:
     df = jobs.copy()
     lo, hi = df["finish_low_h"].to_numpy(), df["finish_high_h"].to_numpy()
-    df["band"] = [f"{a:.2f}–{b:.2f}" if not (math.isnan(a) or math.isnan(b)) else ""
-                  for a, b in zip(lo, hi)]
+    # object dtype even when empty: Tabulator picks a column's formatter from its first dtype
+    df["band"] = pd.Series([f"{a:.2f}–{b:.2f}" if not (math.isnan(a) or math.isnan(b)) else ""
+                            for a, b in zip(lo, hi)], index=df.index, dtype=object)
     df["progress"] = (df["progress"] * 100).round(1)
     return df[list(DISPLAY_COLUMNS)]
 
