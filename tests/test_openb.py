@@ -335,3 +335,18 @@ def test_cli_openb(tmp_path, capsys):
     bad = write(tmp_path, "bad.csv", POD_HEADER + "a,1,1,1,2000,,LS,Running,0,1,0\n")
     assert main(["openb", "--pods", str(bad), "--nodes", str(nodes)]) == 2
     assert f"{bad}:2: column 'gpu_milli'" in capsys.readouterr().err
+
+
+def test_cluster_fragmentation_of_a_cluster_state():
+    from workbench.policies.plugins import cluster_fragmentation, workload_of
+
+    nodes = [Node("a", 8, 32, 2, "T4"), Node("b", 16, 64, 4, "V100")]
+    gpu_free = np.array([[1.0, 0.25, np.nan, np.nan], [1, 1, 0, 1]])
+    cs = ClusterState(0.0, nodes, np.array([[8, 32, 2], [16, 64, 4]], float),
+                      np.array([[3, 8, 0.75], [4, 16, 1]], float), gpu_free,
+                      np.array([True, True]), {})
+    workload = workload_of([Task(1000, 0, 1, 500), Task(1000, 0, 1, MILLI), Task(500)])
+    got = cluster_fragmentation(cs, workload)
+    # a: (250 + 250 + 1250) / 3; b: (0 + 0 + 3000) / 3 -> 1583.3 milli of 4250 free
+    assert got["fragmented_gpus"] == pytest.approx(4750 / 3 / 1000)
+    assert got["fragmentation_ratio"] == pytest.approx(4750 / 3 / 4250)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..fragmentation import FragmentationIndex, TaskClasses, fragmentation_ratio
+from ..fragmentation import FragmentationIndex, TaskClasses, fragmentation_ratio, task_classes
 from ..model import CPU, MEM, ClusterState, Node, Resources
 
 MILLI = 1000
@@ -291,6 +291,23 @@ class PlacementState:
         self.signature[node] = self._signature(node)
         if self._index is not None:
             self._index.refresh(node)
+
+
+def workload_of(tasks: Sequence[Task], coverage: float = 1.0) -> TaskClasses:
+    """The target workload (popularity-weighted task shapes) of a list of tasks."""
+    return task_classes([t.cpu_milli for t in tasks], [t.num_gpu for t in tasks],
+                        [t.gpu_milli for t in tasks], [t.gpu_models for t in tasks],
+                        coverage=coverage)
+
+
+def cluster_fragmentation(state: ClusterState, workload: TaskClasses) -> dict[str, float]:
+    """Fragmentation of a `ClusterState` against `workload`, for metrics and the UI:
+    fragmented GPUs, unallocated GPUs, and their ratio."""
+    view = PlacementState.from_cluster_state(state, workload)
+    fragmented = view.fragmentation() / MILLI
+    free = float(view.gpu_free_total.sum()) / MILLI
+    return {"fragmented_gpus": fragmented, "free_gpus": free,
+            "fragmentation_ratio": fragmentation_ratio(fragmented, free)}
 
 
 # ---- helpers -----------------------------------------------------------------------------
