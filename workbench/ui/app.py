@@ -23,6 +23,7 @@ from .state import WorkbenchState
 from .views import (
     ClusterView,
     ControlsView,
+    DecisionsView,
     EngineView,
     ForecastView,
     JobsView,
@@ -88,10 +89,12 @@ class Workbench:
         self.timeline = TimelineView(s)
         self.what_if = WhatIfView(s)
         self.engine = EngineView(s)
+        self.decisions = DecisionsView(s)
         self.tabs = pn.Tabs(
             ("Cluster", self.cluster.panel), ("Jobs", self.jobs.panel),
             ("Forecasts", self.forecasts.panel), ("Timeline", self.timeline.panel),
-            ("What-if", self.what_if.panel), ("Engine", self.engine.panel),
+            ("Decisions", self.decisions.panel), ("What-if", self.what_if.panel),
+            ("Engine", self.engine.panel),
             sizing_mode="stretch_width", dynamic=False)
         self.layout = pn.Column(
             _header(s),
@@ -99,7 +102,7 @@ class Workbench:
                    sizing_mode="stretch_width"),
             sizing_mode="stretch_width", min_height=600)
         self.views = (self.controls, self.cluster, self.jobs, self.forecasts, self.timeline,
-                      self.what_if, self.engine)
+                      self.what_if, self.engine, self.decisions)
         self._callbacks: list = []
         self.tick_seconds = 0.0
         if running:

@@ -5,11 +5,12 @@ ColumnDataSources."""
 
 from .cluster import ClusterView
 from .controls import ControlsView
+from .decisions import DecisionsView
 from .engines import EngineView
 from .forecasts import ForecastView
 from .jobs import JobsView
 from .timeline import TimelineView
 from .whatif import WhatIfView
 
-__all__ = ["ClusterView", "ControlsView", "EngineView", "ForecastView", "JobsView", "TimelineView",
+__all__ = ["ClusterView", "ControlsView", "DecisionsView", "EngineView", "ForecastView", "JobsView", "TimelineView",
            "WhatIfView"]

@@ -24,8 +24,8 @@ CELL_BG, CELL_LINE = "#f7f7f7", "#c9c9c9"
 class ClusterView(View):
     def __init__(self, state: WorkbenchState, height: int | None = None) -> None:
         super().__init__(state)
-        self.gpu_source = ColumnDataSource()
-        self.node_source = ColumnDataSource()
+        self.gpu_source = ColumnDataSource(name="gpu_cells")
+        self.node_source = ColumnDataSource(name="node_bars")
         self.rack_source = ColumnDataSource()
         self.header_source = ColumnDataSource()
         self.label_source = ColumnDataSource()

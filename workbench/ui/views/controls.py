@@ -34,11 +34,11 @@ class ControlsView(View):
         self.after_action = lambda: None  # the shell redraws the views right after an action
         self.preview = None
         self.clock = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
-        self.play = pn.widgets.Toggle(name="Run", button_type="success", width=90)
-        self.step = pn.widgets.Button(name="Step", width=70)
-        self.to_end = pn.widgets.Button(name="Run to end", width=100)
+        self.play = pn.widgets.Toggle(label="Run", color="success", width=90)
+        self.step = pn.widgets.Button(label="Step", width=70)
+        self.to_end = pn.widgets.Button(label="Run to end", width=100)
         speed_name = min(SPEEDS, key=lambda k: abs(SPEEDS[k] - state.speed))
-        self.speed = pn.widgets.Select(name="speed (simulated time per second)",
+        self.speed = pn.widgets.Select(label="speed (simulated time per second)",
                                        options=list(SPEEDS), value=speed_name, width=290)
         self.play.param.watch(self._play, "value")
         self.step.on_click(lambda e: self._guard(state.step))
@@ -46,7 +46,7 @@ class ControlsView(View):
         self.speed.param.watch(self._speed, "value")
 
         self.engine = pn.pane.Markdown("", margin=(0, 10))
-        self.candidate = pn.widgets.Select(name="switch to", options=[""] + available(), width=290)
+        self.candidate = pn.widgets.Select(label="switch to", options=[""] + available(), width=290)
         self.candidate.param.watch(self._consider, "value")
         self.preview_text = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
         fmt = NumberFormatter(format="0.00")
@@ -58,19 +58,19 @@ class ControlsView(View):
                                                     disabled=True, visible=False, height=200,
                                                     sizing_mode="stretch_width",
                                                     layout="fit_data_stretch")
-        self.apply = pn.widgets.Button(name="Apply switch", button_type="warning", width=140,
+        self.apply = pn.widgets.Button(label="Apply switch", color="warning", width=140,
                                        disabled=True)
-        self.cancel = pn.widgets.Button(name="Cancel", width=80, disabled=True)
+        self.cancel = pn.widgets.Button(label="Cancel", width=80, disabled=True)
         self.apply.on_click(self._apply)
         self.cancel.on_click(lambda e: self._reset_candidate())
 
-        self.cluster = pn.widgets.Select(name="cluster", options=list(PRESETS),
+        self.cluster = pn.widgets.Select(label="cluster", options=list(PRESETS),
                                          value=state.cluster_name if state.cluster_name in PRESETS
                                          else "default", width=140)
-        self.trace = pn.widgets.TextInput(name="trace", value=state.workload or "default", width=140)
-        self.new_policy = pn.widgets.Select(name="engine", options=available(), value=state.policy,
+        self.trace = pn.widgets.TextInput(label="trace", value=state.workload or "default", width=140)
+        self.new_policy = pn.widgets.Select(label="engine", options=available(), value=state.policy,
                                             width=140)
-        self.load = pn.widgets.Button(name="Load", width=80)
+        self.load = pn.widgets.Button(label="Load", width=80)
         self.load.on_click(self._load)
         self.lock_note = pn.pane.Alert("", alert_type="warning", visible=False)
         self.message = pn.pane.Markdown("", margin=(0, 10), styles={"color": "#555"})
@@ -109,7 +109,7 @@ class ControlsView(View):
             self.state.speed = SPEEDS[event.new]
 
     def _play(self, event) -> None:
-        self.play.name = "Pause" if event.new else "Run"
+        self.play.label = "Pause" if event.new else "Run"
         if event.new == self.state.running:
             return
         self._guard(self.state.play if event.new else self.state.pause)

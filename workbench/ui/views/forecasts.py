@@ -30,7 +30,7 @@ class ForecastView(View):
     def __init__(self, state: WorkbenchState, max_jobs: int = MAX_JOBS) -> None:
         super().__init__(state)
         self.max_jobs = max_jobs
-        self.source = ColumnDataSource(self._data())
+        self.source = ColumnDataSource(self._data(), name="forecasts")
         fig = figure(height=520, sizing_mode="stretch_width", y_range=FactorRange(),
                      x_axis_label="simulated time (h)", tools="pan,xwheel_zoom,reset",
                      toolbar_location="above")

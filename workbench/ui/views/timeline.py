@@ -16,8 +16,8 @@ SWITCH_COLOUR = "#9467bd"
 class TimelineView(View):
     def __init__(self, state: WorkbenchState, height: int = 200) -> None:
         super().__init__(state)
-        self.source = ColumnDataSource({c: [] for c in TIMELINE_COLUMNS})
-        self.switches = ColumnDataSource({"time_h": [], "label": [], "y": []})
+        self.source = ColumnDataSource({c: [] for c in TIMELINE_COLUMNS}, name="timeline")
+        self.switches = ColumnDataSource({"time_h": [], "label": [], "y": []}, name="switches")
         self._sent = 0
         self._run_id = id(state.controller)
         common = {"height": height, "sizing_mode": "stretch_width",

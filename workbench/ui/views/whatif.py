@@ -18,11 +18,11 @@ from ..state import WhatIfResult, WorkbenchState
 class WhatIfView:
     def __init__(self, state: WorkbenchState) -> None:
         self.state = state
-        self.engines = pn.widgets.MultiChoice(name="engines", options=available(),
+        self.engines = pn.widgets.MultiChoice(label="engines", options=available(),
                                               value=available(), width=420)
-        self.horizon = pn.widgets.FloatInput(name="horizon (h, 0 = to the end)", value=0.0,
+        self.horizon = pn.widgets.FloatInput(label="horizon (h, 0 = to the end)", value=0.0,
                                              start=0.0, step=1.0, width=180)
-        self.run_button = pn.widgets.Button(name="Fork and run every engine", button_type="primary",
+        self.run_button = pn.widgets.Button(label="Fork and run every engine", color="primary",
                                             width=240)
         self.run_button.on_click(self._run)
         self.status = pn.pane.Markdown("", margin=(0, 10))

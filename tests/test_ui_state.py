@@ -1,0 +1,246 @@
+"""The app's state store and the data it derives: fast, no browser."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from workbench.clusters import make_cluster, preset
+from workbench.commands.serve import is_loopback, session_locked, token_matches
+from workbench.model import JobSpec, JobState, Place, Resources
+from workbench.sim import SimBackend
+from workbench.ui.data import cluster_cells, cluster_layout, gpu_holders, job_colour
+from workbench.ui.state import WorkbenchState
+from workbench.ui.views.engines import _kind
+
+
+@pytest.fixture
+def store() -> WorkbenchState:
+    return WorkbenchState.from_workload("default", "default", "tiresias")
+
+
+def test_store_starts_paused_with_every_gpu_free(store):
+    assert store.running is False
+    assert store.policy == "tiresias"
+    cells = store.cells
+    n, g = len(store.layout.nodes), store.layout.max_gpus
+    assert cells.gpu_used.shape == (n * g,)
+    assert cells.gpus_in_use == 0
+    assert store.summary["gpus_total"] == 64
+
+
+def test_advance_moves_the_clock_and_the_cells_follow_the_backend(store):
+    v = store.version
+    store.advance(2 * 3600)
+    assert store.now >= 2 * 3600
+    assert store.version > v
+    state = store.backend.observe()
+    assert store.cells.gpus_in_use == pytest.approx(state.allocated[:, 2].sum())
+    held = [c for c in store.cells.gpu_text if c not in ("free", "")]
+    assert held, "some GPUs are held by jobs"
+    running = store.jobs[store.jobs.state == "running"]
+    assert len(running) and running.finish_h.notna().all()  # every running job has a forecast
+    assert (running.finish_h >= store.now / 3600 - 1e-9).all()
+
+
+def test_jobs_table_lists_every_arrived_job_with_its_reason(store):
+    store.advance(3600)
+    arrived = set(store.backend.jobs)
+    assert set(store.jobs.job) == arrived
+    assert store.jobs.reason.str.len().gt(0).all()
+
+
+def test_switching_live_changes_later_decisions_and_loses_no_job(store):
+    store.advance(3600)
+    before = {n: (j.state, dict(j.workers)) for n, j in store.backend.jobs.items()}
+    n_decisions = len(store.recorder.decisions)
+    store.switch_policy("fifo")
+    # The switch itself touches no job.
+    after = {n: (j.state, dict(j.workers)) for n, j in store.backend.jobs.items()}
+    assert after == before
+    store.advance(3 * 3600)
+    later = store.recorder.decisions[n_decisions:]
+    assert later and {d.policy for d in later} == {"fifo"}
+    assert store.recorder.switches[-1][1:] == ("tiresias", "fifo")
+    assert store.timeline_frame().policy.iloc[-1] == "fifo"
+
+
+def test_switch_preview_forecasts_without_touching_the_live_run(store):
+    store.advance(3600)
+    now, n = store.now, len(store.recorder.decisions)
+    preview = store.preview_switch("fifo", horizon=3 * 3600)
+    assert store.now == now and len(store.recorder.decisions) == n
+    assert list(preview.table.policy) == ["tiresias", "fifo"]
+    assert "over the next 3 h" in preview.summary()
+    assert set(preview.decisions.policy) <= {"tiresias", "fifo"}
+    with pytest.raises(ValueError):
+        store.preview_switch("tiresias")
+
+
+def test_what_if_runs_each_engine_to_the_end_on_a_fork(store):
+    store.advance(3600)
+    now = store.now
+    result = store.what_if(["fifo", "tiresias"])
+    assert store.now == now and not store.finished
+    assert list(result.table.policy) == ["fifo", "tiresias"]
+    assert (result.table.completed + result.table.rejected == 160).all()
+    assert all(len(v) == c for v, c in zip(result.jct_h.values(), result.table.completed))
+
+
+def test_locked_store_refuses_changes(store):
+    store.controls_locked = True
+    for action in (store.step, lambda: store.advance(60), lambda: store.switch_policy("fifo"),
+                   store.play):
+        with pytest.raises(PermissionError):
+            action()
+
+
+def test_run_to_end_finishes_and_stops(store):
+    store.running = True
+    store.run_to_end()
+    assert store.finished and not store.running
+    assert store.summary["completed"] + store.summary["rejected"] == 160
+
+
+def test_load_replaces_cluster_and_workload(store):
+    layout_v = store.layout_version
+    store.load("synthetic:n=20,deadline=2.0", "small", "fifo")
+    assert store.layout_version == layout_v + 1
+    assert len(store.layout.nodes) == 4 and store.policy == "fifo"
+    store.advance(4 * 3600)
+    dl = store.jobs[store.jobs.deadline_h.notna() & ~store.jobs.state.isin(["completed",
+                                                                               "rejected"])]
+    assert dl.p_meet.between(0, 1).all()
+
+
+# ---- derived data ---------------------------------------------------------------------------
+
+
+def test_fractional_gpus_are_shown_as_fractions_with_every_holder():
+    nodes = make_cluster(1, gpus_per_node=2)
+    half = Resources(cpu=1, mem=4, gpu=0.5)
+    jobs = [JobSpec(f"j{k}", "cifar10", 0.0, 1000.0, 128, worker_demand=half) for k in range(3)]
+    backend = SimBackend(nodes, jobs)
+    backend.advance(0.0)
+    backend.apply([Place(f"j{k}", "test", {nodes[0].name: 1}) for k in range(3)])
+    state = backend.observe()
+    cells = cluster_cells(state, gpu_holders(backend, state), 2)
+    assert sorted(cells.gpu_used) == [0.5, 1.0]
+    shared = cells.gpu_text[int(np.argmax(cells.gpu_used))]
+    assert shared.count("0.50") == 2
+
+
+def test_holders_from_placements_match_the_simulator_for_whole_gpus():
+    store = WorkbenchState.from_workload("default", "default", "fifo")
+    store.advance(2 * 3600)
+    state = store.backend.observe()
+    exact = gpu_holders(store.backend, state)
+
+    class Opaque:  # a backend that cannot say which GPU a job holds
+        pass
+
+    derived = gpu_holders(Opaque(), state)
+    assert {j: sum(a for *_, a in g) for j, g in exact.items()} == \
+        pytest.approx({j: sum(a for *_, a in g) for j, g in derived.items()})
+
+
+def test_layout_of_a_thousand_nodes_places_every_node_once_grouped_by_rack():
+    nodes = preset("large")
+    lay = cluster_layout(nodes)
+    xy = set(zip(lay.node_x.round(3), lay.node_y.round(3)))
+    assert len(xy) == len(nodes) == 1000
+    assert 0.5 < lay.width / lay.height < 4
+    for rack in ("rack-0", "rack-7"):  # a rack's nodes share a column, rows adjacent
+        idx = [i for i, n in enumerate(nodes) if n.rack == rack]
+        assert len(set(lay.node_x[idx])) == 1
+        assert np.allclose(np.diff(lay.node_y[idx]), 1.0)
+    assert lay.label_w == 0  # no names on 1,000 rows
+
+
+def test_job_colours_are_stable():
+    assert job_colour("cifar10-0") == job_colour("cifar10-0")
+    assert job_colour("cifar10-0").startswith("#")
+
+
+# ---- engine views ---------------------------------------------------------------------------
+
+
+def test_engine_view_values_are_drawn_by_shape():
+    assert _kind(3.5) == "fact" and _kind("x") == "fact" and _kind(None) == "fact"
+    assert _kind(["a", "b"]) == "fact"
+    assert _kind({"cpu": 1.0, "gpu": None}) == "bars"
+    assert _kind({"j1": {"nodes": 2}, "j2": {"nodes": 1}}) == "table"
+    assert _kind([[1.0, 2.0], [3.0, 4.0]]) == "matrix"
+    assert _kind([1.0, 2.0]) == "series"
+    assert _kind([{"time": 0.0, "price": [1.0, 2.0]}]) == "timeseries"
+    assert _kind([{"job": "a", "kind": "up"}]) == "table"
+
+
+def test_engine_view_renders_any_engine_view_and_keeps_price_history():
+    from workbench.policies.base import Policy, register
+    from workbench.ui.views.engines import EngineView
+
+    @register("_ui-test-engine")
+    class Teaching(Policy):
+        """A test engine with every shape of teaching data."""
+
+        def schedule(self, state):
+            from workbench.policies import make_policy
+
+            self.t = state.now
+            return make_policy("fifo").schedule(state)
+
+        def engine_view(self):
+            t = getattr(self, "t", 0.0)
+            return {"resources": ["cpu", "mem", "gpu"], "slots": [t, t + 60],
+                    "price": [[1.0, 2.0, 3.0], [1.5, 2.5, 3.5]], "U": {"cpu": 1, "gpu": 2},
+                    "gangs": {"a": {"nodes": 2, "rack": "r0"}}, "alpha": 2.0,
+                    "price_history": [{"time": t, "price": [1.0, 2.0, 3.0]}],
+                    "events": [{"job": "a", "kind": "up", "detail": {"w": 2}}], "note": None}
+
+    store = WorkbenchState.from_workload("default", "small", Teaching())
+    view = EngineView(store)
+    for _ in range(3):
+        store.advance(600)
+        view.sync()
+    assert set(view.blocks) == {"price", "U", "gangs", "price_history", "events", "slots"}
+    assert len(store.engine_history["U"]) >= 2  # dict-of-numbers values get a history
+    assert "alpha" in set(view.facts.value.fact)
+    lines = view.blocks["price"].lines.source.data
+    assert lines["name"] == ["cpu", "mem", "gpu"]
+
+
+# ---- serving ------------------------------------------------------------------------------
+
+
+def test_loopback_and_tokens():
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3")
+    assert token_matches({"token": [b"s3cret"]}, "s3cret")
+    assert not token_matches({"token": [b"wrong"]}, "s3cret")
+    assert not token_matches({}, "s3cret")
+    # Without a token required, nothing is locked; with one, shared or real clusters are.
+    assert not session_locked(token=None, given_ok=False, shared=True, simulated=False)
+    assert session_locked(token="t", given_ok=False, shared=True, simulated=True)
+    assert session_locked(token="t", given_ok=False, shared=False, simulated=False)
+    assert not session_locked(token="t", given_ok=False, shared=False, simulated=True)
+    assert not session_locked(token="t", given_ok=True, shared=True, simulated=False)
+
+
+def test_workbench_views_follow_the_store():
+    from bokeh.document import Document
+
+    from workbench.ui.app import Workbench
+
+    wb = Workbench("default", "default", "tiresias", inline=False)
+    wb.layout.get_root(Document())
+    colours = list(wb.cluster.gpu_source.data["colour"])
+    wb.state.advance(3600)
+    wb.sync()
+    assert list(wb.cluster.gpu_source.data["colour"]) != colours
+    assert len(wb.timeline.source.data["time_h"]) == len(wb.state.recorder.timeline)
+    assert len(wb.forecasts.source.data["job"]) > 0
+    wb.controls.locked = True
+    wb.controls.step.clicks += 1
+    assert "Not done" in wb.controls.message.object
+    assert JobState.RUNNING.value in set(wb.jobs.table.value.state)
