@@ -43,7 +43,7 @@ import heapq
 import math
 import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import ndtr, ndtri
@@ -78,6 +78,7 @@ class Forecast:
     workers: int  # the size the forecast assumes
     sd: float  # seconds, one standard deviation of `finish`
     rate_scale: float  # measured rate / model rate (1.0 when never observed)
+    rel_error: float  # relative sd of the run time (rate and work combined)
 
     @property
     def slack(self) -> float | None:
@@ -85,7 +86,7 @@ class Forecast:
         return None if self.deadline is None else self.deadline - self.finish
 
     def as_dict(self) -> dict:
-        d = asdict(self)
+        d = dict(self.__dict__)
         d["slack"] = self.slack
         return d
 
@@ -260,17 +261,29 @@ class Forecaster:
         self.confidence = float(confidence)
         self.z = float(ndtri(0.5 + confidence / 2))
         self.table = _table_for(perf)
+        self._per_node: dict[tuple, int] = {}
+        self._fits: dict[tuple, tuple[float, float] | None] = {}  # memo of a pure function
 
     # -- per-job pieces ------------------------------------------------------------------
 
     def per_node(self, state: ClusterState, spec: JobSpec) -> int:
         """Most workers of `spec` one node of this cluster can hold (for packed rates)."""
-        d = spec.worker_demand.as_array()
+        d = spec.worker_demand
+        key = (state.capacity.shape, state.capacity.data.tobytes() if state.capacity.size < 4096
+               else id(state.capacity), d.cpu, d.mem, d.gpu, spec.max_workers)
+        hit = self._per_node.get(key)
+        if hit is not None:
+            return hit
+        arr = d.as_array()
         cap = state.capacity
         with np.errstate(divide="ignore", invalid="ignore"):
-            fit = np.where(d > 0, np.floor(cap / np.where(d > 0, d, 1.0) + 1e-9), np.inf)
+            fit = np.where(arr > 0, np.floor(cap / np.where(arr > 0, arr, 1.0) + 1e-9), np.inf)
         best = fit.min(axis=1).max(initial=1.0)
-        return int(min(best, spec.max_workers)) if np.isfinite(best) else spec.max_workers
+        out = int(min(best, spec.max_workers)) if np.isfinite(best) else spec.max_workers
+        if len(self._per_node) > 10000:
+            self._per_node.clear()
+        self._per_node[key] = out
+        return out
 
     def rate_table(self, state: ClusterState, spec: JobSpec) -> np.ndarray:
         """Model iteration rate at 0..max_workers workers, packed on this cluster's nodes."""
@@ -286,15 +299,17 @@ class Forecaster:
         return float(table[w])
 
     @staticmethod
-    def _history_rates(job: JobStatus) -> np.ndarray:
+    def _rate_spread(job: JobStatus) -> float | None:
+        """Relative standard error of the rate over recent history intervals (None: < 2)."""
         h = job.history[-(HISTORY_WINDOW + 1):]
-        if len(h) < 2:
-            return np.empty(0)
-        arr = np.asarray(h, dtype=float)
-        dt = np.diff(arr[:, 0])
-        dk = np.diff(arr[:, 1])
-        ok = (dt > 0) & (dk > 0)
-        return dk[ok] / dt[ok]
+        rates = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(h, h[1:])
+                 if b[0] > a[0] and b[1] > a[1]]
+        n = len(rates)
+        if n < 2:
+            return None
+        mean = sum(rates) / n
+        var = sum((r - mean) ** 2 for r in rates) / n
+        return math.sqrt(var) / max(mean, 1e-12) / math.sqrt(n)
 
     def _remaining(self, job: JobStatus) -> tuple[float, float, str]:
         """(iterations left, relative uncertainty, source)."""
@@ -309,9 +324,18 @@ class Forecaster:
             return 0.0, 0.0, "observed"
         k_model = self.table.work_to_target(spec)
         fit = None
-        if len(job.history) >= MIN_CURVE_POINTS:
-            arr = np.asarray(job.history, dtype=float)
-            fit = curve_work_to_target(arr[:, 1], arr[:, 2], spec.target_metric, up)
+        h = job.history
+        if len(h) >= MIN_CURVE_POINTS:
+            key = (job.name, len(h), h[-1][0], spec.target_metric)
+            if key in self._fits:
+                fit = self._fits[key]
+            else:
+                arr = np.asarray(h if len(h) <= 256 else h[:: len(h) // 256 + 1] + h[-1:],
+                                 dtype=float)
+                fit = curve_work_to_target(arr[:, 1], arr[:, 2], spec.target_metric, up)
+                if len(self._fits) > 4096:
+                    self._fits.clear()
+                self._fits[key] = fit
         if fit is not None:
             k_fit, rel_fit = fit[0], max(fit[1], FIT_ERROR_FLOOR)
             if not np.isfinite(k_model):
@@ -352,15 +376,12 @@ class Forecaster:
             rem, werr, wsrc = self._remaining(job)
             remaining[i], work_err[i] = rem, werr
             model = self._model_rate(job, table)
-            hist = self._history_rates(job)
             if job.state is JobState.RUNNING and job.throughput > 0:
                 rate[i] = job.throughput
                 if model > 0:
                     scale[i] = job.throughput / model
-                if len(hist) >= 2:
-                    spread = float(hist.std() / max(hist.mean(), 1e-12)) / math.sqrt(len(hist))
-                else:
-                    spread = MIN_RATE_ERROR * 2
+                spread = self._rate_spread(job)
+                spread = MIN_RATE_ERROR * 2 if spread is None else spread
                 rate_err[i] = min(max(spread, MIN_RATE_ERROR), 0.5)
                 src = "observed"
             else:
@@ -402,7 +423,7 @@ class Forecaster:
                 min_workers_to_meet=min_w, source=src,
                 deadline=float(deadline[i]) if has_dl[i] else None, wait=float(wait[i]),
                 rate=float(rate[i]), remaining=float(remaining[i]), workers=int(workers[i]),
-                sd=float(sd[i]), rate_scale=float(scale[i]))
+                sd=float(sd[i]), rate_scale=float(scale[i]), rel_error=float(rel[i]))
         return out
 
     def _min_workers(self, job: JobStatus, table: np.ndarray, scale: float, remaining: float,
@@ -466,17 +487,14 @@ def workers_to_meet(job: JobStatus, rates: np.ndarray, remaining: float, time_le
     spec = job.spec
     if remaining <= 0:
         return spec.min_workers if current is None else min(current, spec.min_workers)
-    ws = np.arange(spec.min_workers, min(spec.max_workers, len(rates) - 1) + 1)
-    if not len(ws):
-        return None
-    r = rates[ws]
-    with np.errstate(divide="ignore"):
-        need = np.where(r > 0, remaining / r, np.inf) * (1.0 + z * rel_err)
-    pay = np.full(len(ws), restart_delay)
-    if current is not None:
-        pay[ws == current] = 0.0
-    ok = np.flatnonzero(need + pay <= time_left)
-    return int(ws[ok[0]]) if len(ok) else None
+    margin = remaining * (1.0 + z * rel_err)
+    top = min(spec.max_workers, len(rates) - 1)
+    rates = rates.tolist() if isinstance(rates, np.ndarray) else rates
+    for w in range(spec.min_workers, top + 1):  # a short loop beats numpy on a few sizes
+        r = rates[w]
+        if r > 0 and margin / r + (0.0 if w == current else restart_delay) <= time_left:
+            return w
+    return None
 
 
 def _increases(perf, app: str) -> bool:

@@ -1,0 +1,522 @@
+"""QoS-oriented scheduling and autoscaling (Xing et al., IJCNN 2019): users give a deadline,
+the engine picks the order and the size.
+
+Each round every active job gets a forecast (`workbench.forecast`): the work it has left, its
+rate at each size (the model's, scaled by what was measured for it) and the uncertainty.
+
+- Scheduling (`scheduling=True`): jobs that can still meet their deadline go first, least
+  slack first (slack = deadline - now - predicted run time); a job that cannot meet it at any
+  allowed size becomes best effort: it runs only on resources nobody with a reachable
+  deadline needs, and is preempted (keeping its progress) when such a job needs them.
+  With `reject_late=True` it is rejected instead. Off: arrival order, no preemption, no
+  best-effort class (a gang FIFO with backfill, the default scheduler's order).
+- Autoscaling (`autoscaling=True`): a job starts with the fewest workers predicted to meet
+  its deadline at the high end of the forecast's band; a running job predicted to miss it is
+  scaled up to the fewest that would meet it; a running job ahead of its deadline is scaled
+  down to the fewest that still meet it when another job needs the resources (and the
+  reason says for whom). Off: every job runs at its submitted size.
+
+Every decision carries a reason with the numbers behind it. `engine_view()` returns each
+job's forecast, class and planned size, and the recent scaling decisions, for the UI.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..forecast import Forecast, Forecaster, workers_to_meet
+from ..model import (
+    Action,
+    ClusterState,
+    JobState,
+    JobStatus,
+    Place,
+    Placement,
+    Reject,
+    Scale,
+    Suspend,
+    Wait,
+)
+from .base import Policy, register
+from .common import reject_impossible, wait_reason
+from .placement import Ledger
+
+ON_TRACK, AT_RISK, LATE, NO_DEADLINE = "on-track", "at-risk", "late", "no-deadline"
+
+
+def hours(seconds: float) -> str:
+    """A duration for a reason: '35 min', '2.1 h', '3.0 d'."""
+    if not np.isfinite(seconds):
+        return "∞" if seconds > 0 else "-∞"
+    sign = "-" if seconds < 0 else ""
+    s = abs(seconds)
+    if s < 3600:
+        return f"{sign}{s / 60:.0f} min"
+    if s < 72 * 3600:
+        return f"{sign}{s / 3600:.1f} h"
+    return f"{sign}{s / 86400:.1f} d"
+
+
+def units(job: JobStatus, workers: int) -> str:
+    """What `workers` workers of this job hold, in its scarcest unit: '4 GPUs', '16 CPUs'."""
+    d = job.spec.worker_demand
+    if d.gpu > 0:
+        n = d.gpu * workers
+        return f"{n:g} GPU{'s' if n != 1 else ''}"
+    n = d.cpu * workers
+    return f"{n:g} CPU{'s' if n != 1 else ''}"
+
+
+@dataclass
+class Plan:
+    """What the engine makes of one job this round."""
+
+    job: JobStatus
+    forecast: Forecast
+    rates: np.ndarray  # expected iterations/s at 0..max workers
+    cls: str
+    size: int | None  # workers it should run with (None: no size meets the deadline)
+    slack: float  # deadline - now - predicted run time at `size` (inf without a deadline)
+    safe_size: int | None  # fewest workers meeting the deadline at the band's high end
+    safe_slack: float = float("inf")  # slack at `size` at the band's high end
+    time_left: float = float("inf")  # seconds to the deadline (less a pending restart)
+    margin: float = 1.0  # run-time factor at the band's high end
+    restart_delay: float = 30.0
+
+    def run_time(self, workers: int) -> float:
+        r = self.rates[workers] if workers < len(self.rates) else 0.0
+        return self.forecast.remaining / r if r > 0 else float("inf")
+
+    def meets(self, workers: int, safe: bool = True) -> bool:
+        """Predicted to meet the deadline at this size (at the band's high end if `safe`)."""
+        pay = 0.0 if workers == self.job.num_workers and self.job.state.placed else \
+            self.restart_delay
+        return self.run_time(workers) * (self.margin if safe else 1.0) + pay <= self.time_left
+
+
+@register("qos")
+class QosPolicy(Policy):
+    """QoS (deadline) scheduling and autoscaling, IJCNN 2019; each part can be switched off."""
+
+    # Slack shrinks with time alone, but only crossings matter: `next_wakeup` asks for a round
+    # when a waiting job's slack (or its slack at the band's high end) reaches zero, when a
+    # job held back by `min_rescale_interval` may be rescaled, and at least every `max_quiet`.
+    needs_every_round = False
+
+    def __init__(self, scheduling: bool = True, autoscaling: bool = True, perf=None,
+                 round_interval: float = 60.0, confidence: float = 0.9,
+                 restart_delay: float = 30.0, min_rescale_interval: float = 300.0,
+                 reject_late: bool = False, history: int = 200,
+                 max_quiet: float = 1800.0, use_idle: bool = True,
+                 min_speedup: float = 0.15, sizing: str = "elastic") -> None:
+        if sizing not in ("elastic", "fewest"):
+            raise ValueError(f"qos: sizing must be 'elastic' or 'fewest', got {sizing!r}")
+        self.sizing = sizing
+        self.scheduling = bool(scheduling)
+        self.autoscaling = bool(autoscaling)
+        self.round_interval = round_interval
+        self.forecaster = Forecaster(perf, restart_delay=restart_delay, confidence=confidence)
+        self.restart_delay = restart_delay
+        self.min_rescale_interval = min_rescale_interval
+        self.reject_late = reject_late
+        self.max_quiet = max_quiet
+        self.use_idle = use_idle
+        self.min_speedup = min_speedup
+        self._events: deque[dict[str, Any]] = deque(maxlen=history)
+        self._view_args: tuple[float, dict[str, Plan]] = (0.0, {})
+
+    def reset(self) -> None:
+        self._events.clear()
+        self._view_args = (0.0, {})
+
+    def next_wakeup(self, state: ClusterState | None) -> float | None:
+        now, plans = self._view_args
+        if state is None or not state.active:
+            return None
+        times = [now + self.max_quiet]
+        for p in plans.values():
+            job = p.job
+            if job.state.finished:
+                continue
+            if not job.state.placed:
+                for s in (p.slack, p.safe_slack):
+                    if 0 < s < float("inf"):
+                        times.append(now + s)
+            elif self.autoscaling and job.last_start is not None and (
+                    p.cls == AT_RISK or (p.safe_size or job.num_workers) < job.num_workers):
+                ready = job.last_start + self.min_rescale_interval
+                if ready > now:
+                    times.append(ready)
+        return min(times)
+
+    # ---- planning -----------------------------------------------------------------------
+
+    def _plan(self, state: ClusterState, job: JobStatus, f: Forecast) -> Plan:
+        spec = job.spec
+        rates = self.forecaster.rate_table(state, spec) * f.rate_scale
+        running = job.state in (JobState.RUNNING, JobState.RESTARTING)
+        current = job.num_workers if running else None
+        submitted = current if current is not None else spec.initial_workers
+        if spec.deadline is None:
+            plan = Plan(job, f, rates, NO_DEADLINE, submitted, float("inf"), None)
+            return plan
+        time_left = spec.deadline - state.now
+        if job.state is JobState.RESTARTING:
+            time_left -= self.restart_delay  # conservative: the restart may just have begun
+        z = self.forecaster.z
+        if self.autoscaling:
+            safe = workers_to_meet(job, rates, f.remaining, time_left, f.rel_error, z,
+                                   self.restart_delay, current)
+            median = safe if safe is not None else workers_to_meet(
+                job, rates, f.remaining, time_left, 0.0, 0.0, self.restart_delay, current)
+        else:
+            pay = 0.0 if current is not None else self.restart_delay
+            t = f.remaining / rates[submitted] if rates[submitted] > 0 else float("inf")
+            safe = submitted if t * (1 + z * f.rel_error) + pay <= time_left else None
+            median = submitted if t + pay <= time_left else None
+        size = safe if safe is not None else median
+        if size is None:
+            return Plan(job, f, rates, LATE, None, -float("inf"), None, -float("inf"),
+                        time_left, 1 + z * f.rel_error, self.restart_delay)
+        if self.autoscaling and self.sizing == "elastic" and current is None:
+            size = max(size, min(submitted, spec.max_workers))  # the user's size unless short
+        pay = 0.0 if size == current else self.restart_delay
+        slack = time_left - pay - f.remaining / max(rates[size], 1e-12)
+        safe_slack = time_left - pay - f.remaining * (1 + z * f.rel_error) / max(rates[size], 1e-12)
+        cls = ON_TRACK if safe is not None else AT_RISK
+        if current is not None and cls == ON_TRACK and safe is not None and safe > current:
+            cls = AT_RISK  # on track only after a scale-up
+        return Plan(job, f, rates, cls, size, slack, safe, safe_slack, time_left,
+                    1 + z * f.rel_error, self.restart_delay)
+
+    # ---- the round ----------------------------------------------------------------------
+
+    def schedule(self, state: ClusterState) -> list[Action]:
+        self._now = state.now
+        actions, jobs = reject_impossible(state, list(state.active))
+        if not jobs:
+            self._view_args = (state.now, {})
+            return actions
+        fc = self.forecaster.run(state, jobs=jobs)
+        plans = {j.name: self._plan(state, j, fc[j.name]) for j in jobs}
+        ledger = Ledger(state)
+        now = state.now
+        changed: set[str] = set()  # jobs given an action this round
+
+        # A partial placement left by another engine: release it, qos places gangs.
+        released: set[str] = set()
+        for job in jobs:
+            if job.state is JobState.HOLDING:
+                ledger.give_back(job.workers, job.spec.worker_demand)
+                ledger.give_back(job.ps, job.spec.ps_demand)
+                actions.append(Suspend(job.name, "released a partial placement: qos starts"
+                                       " all of a job's workers together"))
+                released.add(job.name)
+        waiting = [p for p in plans.values()
+                   if not p.job.state.placed or p.job.name in released]
+        running = [p for p in plans.values()
+                   if p.job.state in (JobState.RUNNING, JobState.RESTARTING)]
+
+        # Requests, most urgent first: running jobs that need a scale-up, and waiting jobs.
+        requests: list[tuple[Plan, int]] = []
+        if self.autoscaling:
+            for p in running:
+                if (p.size is not None and p.size > p.job.num_workers and p.cls == AT_RISK
+                        and self._may_rescale(p.job, now)
+                        and p.rates[p.size] > p.rates[p.job.num_workers] * 1.02):
+                    requests.append((p, p.size))
+        best_effort: list[Plan] = []
+        for p in waiting:
+            if self.scheduling and (p.cls == LATE or p.cls == NO_DEADLINE):
+                if p.cls == LATE and self.reject_late and p.job.state is JobState.PENDING:
+                    actions.append(Reject(p.job.name, self._late_text(p, "rejected")))
+                else:
+                    best_effort.append(p)
+            else:
+                requests.append((p, p.size or p.job.spec.initial_workers))
+        if self.scheduling:
+            requests.sort(key=lambda r: (r[0].slack, r[0].job.spec.arrival, r[0].job.name))
+        else:
+            requests.sort(key=lambda r: (r[0].job.spec.arrival, r[0].job.name))
+
+        pos = 0
+        for p, size in requests:
+            job = p.job
+            if job.state.placed and job.name not in released:
+                acts = self._grow(state, ledger, p, size, plans, changed)
+                actions += acts
+                continue
+            placement = ledger.place_gang(job, size)
+            freeing: list[Action] = []
+            if placement is None and self.autoscaling and p.cls != LATE:
+                # Start now with fewer workers if that still meets the deadline.
+                least = p.safe_size or p.size or size
+                for w in range(size - 1, least - 1, -1):
+                    if p.meets(w, safe=p.safe_size is not None):
+                        placement = ledger.place_gang(job, w)
+                        if placement is not None:
+                            size = w
+                            break
+                if placement is None and least < size:
+                    size = least  # make room for the fewest that meet it
+            if placement is None:
+                freeing, placement = self._make_room(state, ledger, p, size, plans, changed)
+            if placement is None:
+                w = wait_reason(ledger, job, size, pos, self._wait_note(p, size))
+                pos += 1
+                if w:
+                    actions.append(w)
+                continue
+            actions += freeing
+            workers, ps = placement
+            ledger.take(workers, job.spec.worker_demand)
+            ledger.take(ps, job.spec.ps_demand)
+            actions.append(Place(job.name, self._start_text(p, size), workers, ps))
+            changed.add(job.name)
+
+        if self.autoscaling and self.use_idle:
+            actions += self._speed_up(state, ledger, running, changed)
+
+        # Best effort last: jobs whose deadline is out of reach (or that have none).
+        best_effort.sort(key=lambda p: (p.job.spec.arrival, p.job.name))
+        for p in best_effort:
+            job = p.job
+            size = job.spec.initial_workers
+            placement = ledger.place_gang(job, size)
+            if placement is None:
+                why = self._late_text(p, "waiting") if p.cls == LATE else None
+                if why is None:
+                    w = wait_reason(ledger, job, size, pos, "best effort: no deadline")
+                    pos += 1
+                    if w:
+                        actions.append(w)
+                elif why != job.reason:
+                    actions.append(Wait(job.name, why))
+                continue
+            workers, ps = placement
+            ledger.take(workers, job.spec.worker_demand)
+            ledger.take(ps, job.spec.ps_demand)
+            text = (self._late_text(p, "started") if p.cls == LATE else
+                    f"started with {size} workers: no deadline, best effort on idle resources")
+            actions.append(Place(job.name, text, workers, ps))
+        self._view_args = (state.now, plans)
+        return actions
+
+    # ---- growing, shrinking, preempting ---------------------------------------------------
+
+    def _may_rescale(self, job: JobStatus, now: float) -> bool:
+        return job.state is JobState.RUNNING and (
+            job.last_start is None or now - job.last_start >= self.min_rescale_interval)
+
+    def _grow(self, state, ledger: Ledger, p: Plan, size: int, plans, changed) -> list[Action]:
+        job = p.job
+        ledger.give_back(job.workers, job.spec.worker_demand)
+        ledger.give_back(job.ps, job.spec.ps_demand)
+        placement = ledger.place_gang(job, size, job.num_ps)
+        freeing: list[Action] = []
+        if placement is None:
+            ledger.take(job.workers, job.spec.worker_demand)
+            ledger.take(job.ps, job.spec.ps_demand)
+            freeing, _ = self._make_room(state, ledger, p, size - job.num_workers, plans, changed,
+                                         probe=False)
+            if not freeing:
+                return []
+            ledger.give_back(job.workers, job.spec.worker_demand)
+            ledger.give_back(job.ps, job.spec.ps_demand)
+            placement = ledger.place_gang(job, size, job.num_ps)
+            if placement is None:  # freed enough in total but not together: keep it as it is
+                ledger.take(job.workers, job.spec.worker_demand)
+                ledger.take(job.ps, job.spec.ps_demand)
+                return freeing
+        workers, ps = placement
+        ledger.take(workers, job.spec.worker_demand)
+        ledger.take(ps, job.spec.ps_demand)
+        cur = job.num_workers
+        t_now, t_new = p.run_time(cur), p.run_time(size)
+        dl = job.spec.deadline - state.now
+        text = (f"scaled {cur}→{size} workers: predicted to miss its deadline by"
+                f" {hours(t_now - dl)} at {cur}; {size} finish in {hours(t_new)}"
+                f" with {hours(p.slack)} to spare")
+        self._note(state.now, job.name, cur, size, text)
+        changed.add(job.name)
+        return freeing + [Scale(job.name, text, workers, ps)]
+
+    def _speed_up(self, state, ledger: Ledger, running: list[Plan], changed) -> list[Action]:
+        """Give idle resources to running jobs where they gain most, so they finish (and free
+        them) sooner; they shrink back to their safe size when someone needs the room."""
+        acts: list[Action] = []
+        now = state.now
+        cands = []
+        for p in running:
+            job = p.job
+            cur = job.num_workers
+            if (job.name in changed or not self._may_rescale(job, now) or cur >= job.spec.max_workers
+                    or p.run_time(cur) < 20 * self.restart_delay):
+                continue
+            sizes = np.arange(cur + 1, min(job.spec.max_workers, len(p.rates) - 1) + 1)
+            if not len(sizes):
+                continue
+            gain = (p.rates[sizes] - p.rates[cur]) / max(p.rates[cur], 1e-12)
+            per_worker = gain / (sizes - cur)
+            k = int(np.argmax(per_worker))
+            if gain[k] >= self.min_speedup:
+                cands.append((-per_worker[k], job.spec.arrival, job.name, p, int(sizes[k])))
+        cands.sort(key=lambda c: c[:3])
+        for _, _, _, p, size in cands:
+            job = p.job
+            if ledger.total_fit(job.spec.worker_demand) < size - job.num_workers:
+                continue
+            ledger.give_back(job.workers, job.spec.worker_demand)
+            ledger.give_back(job.ps, job.spec.ps_demand)
+            placement = ledger.place_gang(job, size, job.num_ps)
+            if placement is None:
+                ledger.take(job.workers, job.spec.worker_demand)
+                ledger.take(job.ps, job.spec.ps_demand)
+                continue
+            workers, ps = placement
+            ledger.take(workers, job.spec.worker_demand)
+            ledger.take(ps, job.spec.ps_demand)
+            cur = job.num_workers
+            sooner = p.run_time(cur) - p.run_time(size)
+            text = (f"scaled {cur}→{size} workers: {units(job, size - cur)} idle; finishes"
+                    f" {hours(sooner)} sooner and frees them earlier (shrinks back when needed)")
+            self._note(now, job.name, cur, size, text)
+            changed.add(job.name)
+            acts.append(Scale(job.name, text, workers, ps))
+        return acts
+
+    def _make_room(self, state, ledger: Ledger, p: Plan, size: int, plans, changed,
+                   probe: bool = True):
+        """Free resources for `p` by shrinking jobs that are ahead (autoscaling) and then by
+        preempting best-effort jobs (scheduling). Returns (actions, placement or None); the
+        ledger keeps the freed resources only if it worked."""
+        job = p.job
+        undo: list[tuple[Placement, Any]] = []
+        acts: list[Action] = []
+        need_text = units(job, size)
+
+        def fits():
+            if probe:
+                return ledger.place_gang(job, size)
+            d = job.spec.worker_demand
+            return True if ledger.total_fit(d) >= size else None
+
+        placement = None
+        if self.autoscaling and p.cls != LATE:
+            donors = [q for q in plans.values()
+                      if q.job.name not in changed and q.job.name != job.name
+                      and q.cls in (ON_TRACK, NO_DEADLINE) and q.safe_size is not None
+                      and q.safe_size < q.job.num_workers and self._may_rescale(q.job, state.now)]
+            donors.sort(key=lambda q: -q.slack)
+            for q in donors:
+                new_w, removed = _shrink(q.job.workers, q.job.num_workers - q.safe_size)
+                ledger.give_back(removed, q.job.spec.worker_demand)
+                undo.append((removed, q.job.spec.worker_demand))
+                cur = q.job.num_workers
+                ahead = q.slack
+                text = (f"scaled {cur}→{q.safe_size} workers: ahead of deadline by {hours(ahead)},"
+                        f" frees {units(q.job, cur - q.safe_size)} for {job.name}")
+                acts.append((q, Scale(q.job.name, text, new_w, dict(q.job.ps))))
+                placement = fits()
+                if placement is not None:
+                    break
+        if placement is None and self.scheduling and p.cls != LATE:
+            victims = [q for q in plans.values()
+                       if q.job.name not in changed and q.job.name != job.name
+                       and q.job.state in (JobState.RUNNING, JobState.RESTARTING)
+                       and (q.cls == LATE or q.cls == NO_DEADLINE)]
+            victims.sort(key=lambda q: (q.cls != LATE, -q.job.spec.arrival))
+            for q in victims:
+                ledger.give_back(q.job.workers, q.job.spec.worker_demand)
+                ledger.give_back(q.job.ps, q.job.spec.ps_demand)
+                undo.append((q.job.workers, q.job.spec.worker_demand))
+                undo.append((q.job.ps, q.job.spec.ps_demand))
+                why = ("its deadline is out of reach" if q.cls == LATE else "it has no deadline")
+                acts.append((q, Suspend(q.job.name, f"preempted (progress kept): {why};"
+                                        f" {job.name} needs {need_text} to meet its deadline")))
+                placement = fits()
+                if placement is not None:
+                    break
+        if placement is None:
+            for removed, demand in undo:
+                ledger.take(removed, demand)
+            return [], None
+        for q, action in acts:
+            changed.add(q.job.name)
+            if isinstance(action, Scale):
+                self._note(state.now, q.job.name, q.job.num_workers, q.safe_size, action.reason)
+        return [a for _, a in acts], (placement if probe else None)
+
+    # ---- reasons and the view -------------------------------------------------------------
+
+    def _start_text(self, p: Plan, size: int) -> str:
+        job = p.job
+        if p.cls == NO_DEADLINE:
+            return f"started with {size} workers: no deadline, in arrival order"
+        how = ("the fewest predicted to meet its deadline" if self.autoscaling
+               else "its submitted size")
+        order = "least slack first" if self.scheduling else "arrival order"
+        risk = "" if p.cls == ON_TRACK else "; at risk: meets it only at the median forecast"
+        return (f"started with {size} workers ({how}; {order}): predicted run"
+                f" {hours(p.run_time(size))}, deadline in {hours(job.spec.deadline - self._now)},"
+                f" slack {hours(p.slack)}{risk}")
+
+    def _wait_note(self, p: Plan, size: int) -> str:
+        if p.cls == NO_DEADLINE:
+            return "no deadline"
+        if p.cls == LATE:
+            return "deadline out of reach at any size"
+        return f"slack {hours(p.slack)} at {size} workers"
+
+    def _late_text(self, p: Plan, verb: str) -> str:
+        spec = p.job.spec
+        sizes = p.rates[spec.min_workers:spec.max_workers + 1]
+        best = int(np.argmax(sizes)) + spec.min_workers if self.autoscaling else (
+            p.job.num_workers or spec.initial_workers)
+        tail = {"rejected": "", "waiting": "; runs when resources are idle",
+                "started": "; best effort on idle resources"}[verb]
+        return (f"{verb}: deadline out of reach: needs {hours(p.run_time(best))} at"
+                f" {'best' if self.autoscaling else 'its size'} ({best} workers),"
+                f" {hours(max(spec.deadline - self._now, 0.0))} left{tail}")
+
+    _now = 0.0
+
+    def _note(self, now: float, job: str, old: int, new: int, reason: str) -> None:
+        self._events.append({"time": now, "job": job, "from": old, "to": new, "reason": reason})
+
+    def _make_view(self, now: float, plans: dict[str, Plan]) -> dict[str, Any]:
+        jobs = {}
+        counts: dict[str, int] = {}
+        for name, p in plans.items():
+            d = p.forecast.as_dict()
+            d.update({"class": p.cls, "planned_workers": p.size, "workers_now": p.job.num_workers,
+                      "slack_at_plan": p.slack})
+            jobs[name] = d
+            counts[p.cls] = counts.get(p.cls, 0) + 1
+        return {"engine": self.name, "time": now,
+                "options": {"scheduling": self.scheduling, "autoscaling": self.autoscaling},
+                "classes": counts, "jobs": jobs, "scaling": list(self._events)}
+
+    def engine_view(self) -> dict[str, Any]:
+        """Per job: forecast (finish, band, P(meet deadline), min workers), class (on-track,
+        at-risk, late, no-deadline), planned and current workers; plus recent scalings."""
+        return self._make_view(*self._view_args)
+
+
+def _shrink(workers: Placement, drop: int) -> tuple[Placement, Placement]:
+    """Remove `drop` workers, from the nodes holding the fewest of them first (keeps the job
+    packed). Returns (new placement, removed part)."""
+    new = dict(workers)
+    removed: Placement = {}
+    for node in sorted(new, key=lambda n: (new[n], n)):
+        if drop <= 0:
+            break
+        k = min(new[node], drop)
+        new[node] -= k
+        removed[node] = k
+        drop -= k
+    return {n: c for n, c in new.items() if c}, removed
