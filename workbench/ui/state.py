@@ -60,6 +60,18 @@ class SwitchPreview:
     decisions: pd.DataFrame  # the first decisions each policy would take
     seconds: float
 
+    def comparison(self) -> pd.DataFrame:
+        """The table transposed: one row per measure, one column per engine (fits a sidebar)."""
+        labels = {"completed": "jobs completed", "deadline_hits": "deadlines met",
+                  "mean_jct_h": "mean JCT of those (h)", "queued_at_end": "queued at the end",
+                  "gpu_util": "GPU allocation", "restarts": "restarts (all jobs)"}
+        t = self.table.set_index("policy")[list(labels)].T
+        t.index = [labels[i] for i in t.index]
+        out = t.reset_index(names="over the horizon")
+        for c in out.columns[1:]:
+            out[c] = [_short(v, k) for v, k in zip(out[c], labels)]
+        return out
+
     def summary(self) -> str:
         t = self.table.set_index("policy")
         a, b = t.iloc[0], t.iloc[1]
@@ -448,6 +460,16 @@ class WorkbenchState(param.Parameterized):
 
 
 # ---- helpers --------------------------------------------------------------------------------
+
+
+def _short(value: Any, key: str) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "–"
+    if key == "gpu_util":
+        return f"{value:.0%}"
+    if key == "mean_jct_h":
+        return f"{value:.2f}"
+    return f"{value:.0f}"
 
 
 def _numeric_point(value: Any) -> Any:

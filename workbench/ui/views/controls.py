@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pandas as pd
 import panel as pn
-from bokeh.models.widgets.tables import NumberFormatter
 
 from ...clusters import PRESETS
 from ...policies import available
@@ -49,16 +48,15 @@ class ControlsView(View):
         self.candidate = pn.widgets.Select(label="switch to", options=[""] + available(), width=290)
         self.candidate.param.watch(self._consider, "value")
         self.preview_text = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
-        fmt = NumberFormatter(format="0.00")
         self.preview_table = pn.widgets.Tabulator(
             pd.DataFrame(), show_index=False, disabled=True, visible=False,
-            sizing_mode="stretch_width", layout="fit_data_stretch",
-            formatters={"mean_jct_h": fmt, "gpu_util": NumberFormatter(format="0%")})
+            sizing_mode="stretch_width", layout="fit_data_stretch")
         self.preview_changes = pn.widgets.Tabulator(pd.DataFrame(), show_index=False,
-                                                    disabled=True, visible=False, height=200,
+                                                    disabled=True, visible=False,
+                                                    pagination="local", page_size=6,
                                                     sizing_mode="stretch_width",
                                                     layout="fit_data_stretch")
-        self.apply = pn.widgets.Button(label="Apply switch", color="warning", width=140,
+        self.apply = pn.widgets.Button(label="Apply switch", color="primary", width=140,
                                        disabled=True)
         self.cancel = pn.widgets.Button(label="Cancel", width=80, disabled=True)
         self.apply.on_click(self._apply)
@@ -153,8 +151,9 @@ class ControlsView(View):
             return
         self.preview_text.object = (f"**If you switch {p.current} → {p.candidate} now** (forecast by"
                                     f" forking the simulator, {p.seconds:.1f} s): {p.summary()}."
-                                    " Jobs whose outcome changes most:")
-        self.preview_table.value = p.table
+                                    " Below: the two engines side by side, then the jobs whose"
+                                    " outcome changes most.")
+        self.preview_table.value = p.comparison()
         self.preview_changes.value = p.changes
         self.preview_table.visible = self.preview_changes.visible = True
         self.apply.disabled = not self.may_change

@@ -1,0 +1,220 @@
+"""The served app in a real browser (Playwright driving Debian's chromium).
+
+Run: pytest -m ui tests/test_ui_browser.py
+Screenshots go to $WORKBENCH_SCREENSHOTS (default: pytest's tmp dir)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.ui
+
+playwright = pytest.importorskip("playwright.sync_api")
+CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+if not Path(CHROMIUM).exists():
+    pytest.skip("needs Debian's chromium (apt-get install chromium)", allow_module_level=True)
+
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Warnings the browser may print that say nothing about the app.
+HARMLESS = ("GL Driver Message", "WebGL", "favicon.ico")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _serve(*extra: str):
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "serve", "--no-browser", "--port", str(port), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"workbench serve exited: {proc.stdout.read()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return proc, f"http://127.0.0.1:{port}/"
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("workbench serve did not start within 90 s")
+
+
+@pytest.fixture(scope="module")
+def server():
+    proc, url = _serve("--speed", "3600")
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def screenshots(tmp_path) -> Path:
+    d = Path(os.environ.get("WORKBENCH_SCREENSHOTS") or tmp_path)
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+class Page:
+    """One browser session on the app, collecting console errors."""
+
+    def __init__(self, browser, url: str) -> None:
+        self.page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error"
+                     and not any(h in m.text for h in HARMLESS) else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        self.page.goto(url)
+        self.page.wait_for_selector("text=Scheduling Workbench", timeout=60_000)
+        self.wait_for(lambda: self.js("() => !!Bokeh.documents[0].get_model_by_name('gpu_cells')"))
+
+    def js(self, code: str):
+        return self.page.evaluate(code)
+
+    def source(self, name: str, column: str) -> list:
+        return self.js(f"() => Array.from(Bokeh.documents[0].get_model_by_name('{name}')"
+                       f".data['{column}'])")
+
+    def wait_for(self, condition, timeout: float = 60.0, what: str = "condition"):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            value = condition()
+            if value:
+                return value
+            time.sleep(0.25)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def click(self, name: str) -> None:
+        self.page.get_by_role("button", name=name, exact=True).click()
+
+    def tab(self, name: str) -> None:
+        self.page.locator(".bk-tab", has_text=name).first.click()
+
+    def clock(self) -> str:
+        return self.page.locator("text=day 0").first.inner_text()
+
+    def close(self) -> None:
+        self.page.close()
+
+
+def test_app_loads_with_no_console_errors(browser, server, screenshots):
+    p = Page(browser, server)
+    try:
+        for tab in ("Jobs", "Forecasts", "Timeline", "Decisions", "What-if", "Engine", "Cluster"):
+            p.tab(tab)
+            time.sleep(0.8)
+        p.click("Step")
+        time.sleep(1.5)
+        p.page.screenshot(path=str(screenshots / "ui-cluster-start.png"), full_page=True)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_cluster_view_and_forecasts_update_while_running(browser, server, screenshots):
+    p = Page(browser, server)
+    try:
+        free = p.source("gpu_cells", "colour")
+        assert len(free) == 64 and len(set(free)) == 1  # all free at the start
+        clock0 = p.clock()
+        p.click("Run")
+        held = p.wait_for(lambda: [c for c in p.source("gpu_cells", "colour") if c != free[0]],
+                          what="GPU cells coloured by jobs")
+        assert len(held) > 0
+        assert p.wait_for(lambda: p.clock() != clock0, what="the clock to move")
+        p.wait_for(lambda: len(p.source("forecasts", "job")) > 0, what="forecasts")
+        first = (p.source("forecasts", "job"), p.source("forecasts", "finish"))
+        p.wait_for(lambda: (p.source("forecasts", "job"), p.source("forecasts", "finish")) != first,
+                   what="forecasts to change as the run goes on")
+        fills = p.source("gpu_cells", "used")
+        assert max(fills) == 1.0
+        p.page.screenshot(path=str(screenshots / "ui-cluster-running.png"), full_page=True)
+        p.tab("Forecasts")
+        time.sleep(1.5)
+        p.page.screenshot(path=str(screenshots / "ui-forecasts.png"), full_page=True)
+        p.tab("Timeline")
+        time.sleep(1.5)
+        assert len(p.source("timeline", "time_h")) > 3
+        p.page.screenshot(path=str(screenshots / "ui-timeline.png"), full_page=True)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_switching_the_policy_live_changes_later_decisions(browser, server, screenshots):
+    p = Page(browser, server)
+    try:
+        for _ in range(3):
+            p.click("Step")
+            time.sleep(0.6)
+        p.tab("Decisions")
+        p.wait_for(lambda: p.page.locator(".tabulator-cell[tabulator-field=policy]").count() > 0,
+                   what="the first decisions")
+        before = set(p.page.locator(".tabulator-cell[tabulator-field=policy]").all_inner_texts())
+        assert before == {"tiresias"}
+        p.page.get_by_label("switch to").select_option("fifo")
+        p.page.wait_for_selector("text=If you switch", timeout=60_000)  # the forecast comes first
+        p.page.screenshot(path=str(screenshots / "ui-switch-preview.png"), full_page=True)
+        p.click("Apply switch")
+        p.wait_for(lambda: "fifo" in p.page.locator("text=Engine now").first.inner_text(),
+                   what="the engine to change")
+        p.click("Run")
+        p.wait_for(lambda: p.source("switches", "label") == ["tiresias → fifo"],
+                   what="a switch marker on the timeline")
+        newest = p.wait_for(
+            lambda: (c := p.page.locator(".tabulator-cell[tabulator-field=policy]")
+                     .all_inner_texts()) and c[0] == "fifo" and c,
+            what="decisions by the new engine")
+        # Newest first: fifo's decisions sit above tiresias's, none of tiresias's after them.
+        k = newest.index("tiresias") if "tiresias" in newest else len(newest)
+        assert set(newest[:k]) == {"fifo"} and set(newest[k:]) <= {"tiresias"}
+        p.page.screenshot(path=str(screenshots / "ui-decisions-after-switch.png"), full_page=True)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_shared_cluster_is_read_only_without_the_token(browser, screenshots):
+    proc, url = _serve("--shared", "--token", "s3cret")
+    try:
+        viewer = Page(browser, url)
+        operator = Page(browser, url + "?token=s3cret")
+        try:
+            assert viewer.page.get_by_role("button", name="Step", exact=True).is_disabled()
+            assert viewer.page.locator("text=Read-only view").count() == 1
+            clock = viewer.clock()
+            operator.click("Step")
+            operator.click("Step")
+            # Both sessions watch the one cluster: the viewer sees the operator's steps.
+            assert viewer.wait_for(lambda: viewer.clock() != clock, what="the shared clock")
+            viewer.page.screenshot(path=str(screenshots / "ui-read-only.png"), full_page=True)
+            assert viewer.errors == [] and operator.errors == []
+        finally:
+            viewer.close()
+            operator.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
