@@ -1,0 +1,677 @@
+"""A KWOK-style node emulator: GPU nodes without kubelets, and the training jobs on them.
+
+It keeps every node labelled `workbench.io/emulated=true` Ready (a `kube-node-lease` Lease
+renewed every 10 s, Ready/pressure conditions in the node status), and runs the pods bound to
+those nodes: a bound pod goes Running at once (status subresource), a training pod (see
+`labels`) advances with the performance model the simulator uses and reports
+`workbench.io/progress`; when its job's work is done its pods go Succeeded. Plain pods run until
+deleted, or for `workbench.io/duration` seconds. Pods being deleted are removed with
+`gracePeriodSeconds=0`, since no kubelet will confirm. A node annotated `workbench.io/down=true`
+stops heartbeating and reports NotReady (fault tests).
+
+The emulator's clock runs `speed` times faster than real time: progress, durations and the
+`time` in progress reports follow it (Unix seconds, starting from the wall clock at start-up).
+
+    python -m workbench.k8s.emulator --kubeconfig DIR/kubeconfig [--speed 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from ..model import JobKind, JobSpec, Node, Placement, Resources
+from . import labels
+from .quantity import GIB, cpu_quantity, mem_quantity, parse_quantity
+from .rest import MERGE, Rest, client_from_kubeconfig
+
+log = logging.getLogger("workbench.k8s.emulator")
+
+LEASE_NAMESPACE = "kube-node-lease"
+LEASE_DURATION = 40
+NODE_DOWN = labels.PREFIX + "down"  # node annotation: "true" stops its heartbeats
+EMULATOR_VERSION = "v1.20.2-workbench-emulated"
+
+
+# ---- manifests -------------------------------------------------------------------------------
+
+
+def _rfc3339(t: float | None = None) -> str:
+    return dt.datetime.fromtimestamp(time.time() if t is None else t, dt.UTC) \
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _micro_time(t: float | None = None) -> str:
+    return dt.datetime.fromtimestamp(time.time() if t is None else t, dt.UTC) \
+        .strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def node_address(index: int) -> str:
+    """A loopback address per node (the emulated node has no network of its own)."""
+    return f"127.100.{index // 250}.{index % 250 + 1}"
+
+
+def node_conditions(ready: bool = True, now: str | None = None) -> list[dict]:
+    now = now or _rfc3339()
+    pressure = [("MemoryPressure", "KubeletHasSufficientMemory"),
+                ("DiskPressure", "KubeletHasNoDiskPressure"),
+                ("PIDPressure", "KubeletHasSufficientPID")]
+    conds = [{"type": t, "status": "False", "reason": r, "message": "emulated",
+              "lastHeartbeatTime": now, "lastTransitionTime": now} for t, r in pressure]
+    conds.append({"type": "Ready", "status": "True" if ready else "False",
+                  "reason": "KubeletReady" if ready else "KubeletNotReady",
+                  "message": "emulated by workbench" if ready else "emulated node is down",
+                  "lastHeartbeatTime": now, "lastTransitionTime": now})
+    return conds
+
+
+def node_capacity(node: Node, max_pods: int = 256) -> dict[str, str]:
+    return {"cpu": cpu_quantity(node.cpus), "memory": mem_quantity(node.mem),
+            labels.GPU_RESOURCE: str(int(node.gpus)), "pods": str(max_pods),
+            "ephemeral-storage": "1Ti"}
+
+
+def node_manifest(node: Node, index: int | None = None) -> dict:
+    """The Node object for an emulated node: capacity, rack and GPU-model labels, Ready."""
+    if index is None:
+        digits = "".join(ch for ch in node.name if ch.isdigit())
+        index = int(digits[-6:]) if digits else 0
+    capacity = node_capacity(node)
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {
+            "name": node.name,
+            "labels": {
+                "kubernetes.io/hostname": node.name, "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64", labels.EMULATED: "true",
+                labels.RACK: node.rack, labels.GPU_MODEL: node.gpu_model,
+                "topology.kubernetes.io/zone": node.rack,
+                "nvidia.com/gpu.product": node.gpu_model,
+            },
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+        },
+        "spec": {},
+        "status": {
+            "capacity": capacity, "allocatable": capacity,
+            "conditions": node_conditions(True),
+            "addresses": [{"type": "InternalIP", "address": node_address(index)},
+                          {"type": "Hostname", "address": node.name}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {"kubeletVersion": EMULATOR_VERSION, "kubeProxyVersion": EMULATOR_VERSION,
+                         "operatingSystem": "linux", "architecture": "amd64",
+                         "containerRuntimeVersion": "workbench-emulator://0.1",
+                         "osImage": "emulated", "kernelVersion": "emulated",
+                         "machineID": "", "systemUUID": "", "bootID": ""},
+        },
+    }
+
+
+def node_from_k8s(obj: dict) -> Node:
+    """The model `Node` a Kubernetes Node object describes (capacity and workbench labels)."""
+    meta, status = obj["metadata"], obj.get("status", {})
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    lab = meta.get("labels") or {}
+    return Node(name=meta["name"], cpus=parse_quantity(alloc.get("cpu", "0")),
+                mem=parse_quantity(alloc.get("memory", "0")) / GIB,
+                gpus=int(parse_quantity(alloc.get(labels.GPU_RESOURCE, "0"))),
+                gpu_model=lab.get(labels.GPU_MODEL, "unknown"), rack=lab.get(labels.RACK, "rack-0"))
+
+
+# ---- the performance model, in one place --------------------------------------------------
+
+_perf_model = None
+_perf_warned = False
+
+
+def _perf():
+    global _perf_model, _perf_warned
+    if _perf_model is None:
+        try:
+            from ..perf import default_perf
+            _perf_model = default_perf()
+        except Exception as e:  # noqa: BLE001 - the emulator keeps running without it
+            if not _perf_warned:
+                log.warning("performance model unavailable (%s): training pods advance at"
+                            " 1 iteration/s per worker", e)
+                _perf_warned = True
+            return None
+    return _perf_model
+
+
+def iteration_rate(spec: JobSpec, workers: Placement, ps: Placement) -> float:
+    """Iterations per second of `spec` at this placement, from the simulator's model."""
+    perf = _perf()
+    if perf is None:
+        return float(sum(workers.values()))
+    try:
+        return float(perf.iteration_rate(spec, workers, ps))
+    except KeyError as e:  # an application the profiles do not know
+        log.warning("job %s: %s; advancing at 1 iteration/s per worker", spec.name, e)
+        return float(sum(workers.values()))
+
+
+def metric_at(spec: JobSpec, iterations: float) -> float | None:
+    perf = _perf()
+    if perf is None:
+        return None
+    try:
+        return float(perf.metric_at(spec.application, spec.batch_size, iterations))
+    except (KeyError, AttributeError, ValueError, ZeroDivisionError):
+        return None
+
+
+# ---- cluster watch ----------------------------------------------------------------------------
+
+
+class _Relist(Exception):
+    pass
+
+
+class Informer(threading.Thread):
+    """List, then watch from the list's resourceVersion; relist on 410 Gone; reconnect on
+    errors. Keeps `store` (key -> object dict) and calls `on_change()` after each change."""
+
+    def __init__(self, rest: Rest, path: str, stop: threading.Event,
+                 on_change: Callable[[], None] = lambda: None, **query) -> None:
+        super().__init__(daemon=True, name=f"informer {path}")
+        self.rest, self.path, self.stop_event, self.query = rest, path, stop, query
+        self.on_change = on_change
+        self.lock = threading.Lock()
+        self.store: dict[str, dict] = {}
+        self.synced = threading.Event()
+
+    @staticmethod
+    def key(obj: dict) -> str:
+        m = obj["metadata"]
+        return f"{m.get('namespace', '')}/{m['name']}"
+
+    def snapshot(self) -> list[dict]:
+        with self.lock:
+            return list(self.store.values())
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            try:
+                listed = self.rest.get(self.path, **self.query)
+                rv = listed["metadata"]["resourceVersion"]
+                with self.lock:
+                    self.store = {self.key(o): o for o in listed["items"]}
+                self.synced.set()
+                self.on_change()
+                while not self.stop_event.is_set():
+                    for event in self.rest.watch(self.path, rv, timeout_seconds=120, **self.query):
+                        kind, obj = event["type"], event["object"]
+                        if kind == "ERROR":
+                            if obj.get("code") == 410:
+                                raise _Relist()
+                            raise RuntimeError(obj.get("message", "watch error"))
+                        rv = obj["metadata"]["resourceVersion"]
+                        if kind == "BOOKMARK":
+                            continue
+                        with self.lock:
+                            if kind == "DELETED":
+                                self.store.pop(self.key(obj), None)
+                            else:
+                                self.store[self.key(obj)] = obj
+                        self.on_change()
+            except _Relist:
+                log.info("%s: watch expired, relisting", self.path)
+            except Exception as e:  # noqa: BLE001 - reconnect on anything
+                if self.stop_event.is_set():
+                    return
+                log.warning("%s: %s; retrying in 1 s", self.path, str(e).splitlines()[0][:200])
+                self.stop_event.wait(1.0)
+
+
+# ---- the emulator -------------------------------------------------------------------------
+
+
+class Clock:
+    """Emulated time: starts at the wall clock, runs `speed` times faster."""
+
+    def __init__(self, speed: float = 1.0) -> None:
+        self.speed = speed
+        self.wall0 = time.time()
+        self.mono0 = time.monotonic()
+
+    def now(self) -> float:
+        return self.wall0 + (time.monotonic() - self.mono0) * self.speed
+
+
+@dataclass
+class _JobRun:
+    key: tuple[str, str]  # (namespace, job)
+    spec: JobSpec
+    iterations: float
+    last_time: float
+    rate: float = 0.0
+    placement: tuple = ()
+    last_report: float = 0.0  # monotonic
+    done: bool = False
+    pods: set[str] = field(default_factory=set)
+
+
+def _is_training(pod: dict) -> bool:
+    meta = pod["metadata"]
+    return labels.JOB in (meta.get("labels") or {}) and \
+        labels.TOTAL_WORK in (meta.get("annotations") or {})
+
+
+def _pod_demand(pod: dict) -> Resources:
+    cpu = mem = gpu = 0.0
+    for c in pod["spec"].get("containers", []):
+        req = {**(c.get("resources", {}).get("limits") or {}),
+               **(c.get("resources", {}).get("requests") or {})}
+        cpu += parse_quantity(req.get("cpu", 0))
+        mem += parse_quantity(req.get("memory", 0)) / GIB
+        gpu += parse_quantity(req.get(labels.GPU_RESOURCE, 0))
+    return Resources(cpu, mem, gpu)
+
+
+def job_spec_from_pods(namespace: str, job: str, pods: list[dict]) -> JobSpec:
+    """The JobSpec the performance model needs, from the annotations of a job's pods."""
+    ann: dict[str, str] = {}
+    for p in pods:  # any pod may carry them; workers first
+        ann = {**(p["metadata"].get("annotations") or {}), **ann}
+    workers = [p for p in pods if _role(p) == labels.ROLE_WORKER]
+    ps = [p for p in pods if _role(p) == labels.ROLE_PS]
+    n_workers = int(ann.get(labels.NUM_WORKERS, 0) or len(workers) or 1)
+    n_ps = int(ann.get(labels.NUM_PS, 0) or len(ps))
+    lo = min(int(ann.get(labels.MIN_WORKERS, 1) or 1), n_workers)
+    hi = max(int(ann.get(labels.MAX_WORKERS, n_workers) or n_workers), n_workers)
+    return JobSpec(
+        name=f"{namespace}/{job}", application=ann.get(labels.APPLICATION, "unknown"),
+        arrival=0.0, total_work=float(ann[labels.TOTAL_WORK]),
+        batch_size=int(float(ann.get(labels.BATCH_SIZE, 128))),
+        initial_workers=n_workers, min_workers=max(lo, 1), max_workers=hi, num_ps=n_ps,
+        worker_demand=_pod_demand(workers[0]) if workers else Resources(4, 16, 1),
+        ps_demand=_pod_demand(ps[0]) if ps else Resources(2, 8, 0),
+        kind=JobKind.PS if n_ps > 0 else JobKind.ALLREDUCE)
+
+
+def _role(pod: dict) -> str:
+    return (pod["metadata"].get("labels") or {}).get(labels.ROLE, labels.ROLE_WORKER)
+
+
+def _gang_size(pods: list[dict]) -> tuple[int, int]:
+    """Workers and PS a job needs before it trains: its annotations, else all its pods."""
+    ann: dict[str, str] = {}
+    for p in pods:
+        ann.update(p["metadata"].get("annotations") or {})
+    workers = sum(1 for p in pods if _role(p) == labels.ROLE_WORKER)
+    ps = len(pods) - workers
+    return (max(int(ann.get(labels.NUM_WORKERS, 0) or workers), 1),
+            int(ann.get(labels.NUM_PS, 0) or ps))
+
+
+def _progress_of(pod: dict) -> float:
+    ann = pod["metadata"].get("annotations") or {}
+    best = float(ann.get(labels.CHECKPOINT, 0) or 0)
+    try:
+        best = max(best, float(json.loads(ann.get(labels.PROGRESS, "{}")).get("iterations", 0)))
+    except (ValueError, TypeError, AttributeError):
+        pass
+    return best
+
+
+class NodeEmulator:
+    def __init__(self, api_client, speed: float = 1.0,
+                 selector: str = f"{labels.EMULATED}=true", lease_interval: float = 10.0,
+                 status_interval: float = 60.0, report_interval: float = 2.0,
+                 tick: float = 0.2, threads: int = 8) -> None:
+        self.rest = Rest(api_client)
+        self.clock = Clock(speed)
+        self.selector = selector
+        self.lease_interval = lease_interval
+        self.status_interval = status_interval
+        self.report_interval = report_interval
+        self.tick = tick
+        self.stop_event = threading.Event()
+        self.wake = threading.Event()
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="emulator")
+        self.nodes = Informer(self.rest, "/api/v1/nodes", self.stop_event, self.wake.set,
+                              labelSelector=selector)
+        self.pods = Informer(self.rest, "/api/v1/pods", self.stop_event, self.wake.set,
+                             fieldSelector="spec.nodeName!=")
+        self._lock = threading.Lock()
+        self._inflight: set[tuple[str, str]] = set()
+        self._lease_due: dict[str, float] = {}  # node -> monotonic time of next renewal
+        self._status_due: dict[str, float] = {}
+        self._node_up: dict[str, bool] = {}
+        self._running: dict[str, float] = {}  # pod uid -> emulated start time
+        self._finished: set[str] = set()  # uids patched to a terminal phase
+        self._deleted: set[str] = set()
+        self._jobs: dict[tuple[str, str], _JobRun] = {}
+        self.stats = {"running": 0, "succeeded": 0, "failed": 0, "deleted": 0, "leases": 0,
+                      "errors": 0}
+
+    # -- plumbing --
+    def _submit(self, key: tuple[str, str], fn: Callable, *args) -> None:
+        with self._lock:
+            if key in self._inflight:
+                return
+            self._inflight.add(key)
+
+        def run():
+            try:
+                fn(*args)
+            except Exception as e:  # noqa: BLE001 - logged; retried on a later tick
+                status = getattr(e, "status", None)
+                if status not in (404, 409):
+                    self.stats["errors"] += 1
+                    log.warning("%s %s: %s", key[1], key[0], str(e).splitlines()[0][:300])
+                self._on_error(key, status)
+            finally:
+                with self._lock:
+                    self._inflight.discard(key)
+        self.pool.submit(run)
+
+    def _on_error(self, key: tuple[str, str], status) -> None:
+        what, action = key
+        if action == "run":
+            self._running.pop(what, None)
+        elif action in ("succeed", "fail"):
+            if status != 404:
+                self._finished.discard(what)
+        elif action == "delete" and status != 404:
+            self._deleted.discard(what)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.wake.set()
+
+    def run(self) -> None:
+        self.nodes.start()
+        self.pods.start()
+        self.nodes.synced.wait(30)
+        log.info("emulating nodes with %s (speed %gx)", self.selector, self.clock.speed)
+        while not self.stop_event.is_set():
+            self.wake.wait(self.tick)
+            self.wake.clear()
+            try:
+                self.step()
+            except Exception:
+                log.exception("emulator step failed")
+                self.stop_event.wait(1.0)
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    # -- one round --
+    def step(self) -> None:
+        nodes = {n["metadata"]["name"]: n for n in self.nodes.snapshot()}
+        self._heartbeat(nodes)
+        now = self.clock.now()
+        pods = self.pods.snapshot()
+        live_uids = set()
+        training: dict[tuple[str, str], list[dict]] = {}
+        for pod in pods:
+            meta, spec, status = pod["metadata"], pod["spec"], pod.get("status", {})
+            uid = meta["uid"]
+            live_uids.add(uid)
+            if spec.get("nodeName") not in nodes:
+                continue
+            if meta.get("deletionTimestamp"):
+                if uid not in self._deleted:
+                    self._deleted.add(uid)
+                    self._submit((uid, "delete"), self._delete_pod, pod)
+                continue
+            phase = status.get("phase", "Pending")
+            if uid in self._finished or phase in ("Succeeded", "Failed"):
+                continue
+            if uid not in self._running:
+                self._running[uid] = now
+                if phase != "Running":
+                    self._submit((uid, "run"), self._run_pod, pod)
+            if _is_training(pod):
+                job = (meta["namespace"], meta["labels"][labels.JOB])
+                training.setdefault(job, []).append(pod)
+            else:
+                self._plain_pod(pod, now)
+        self._advance_jobs(training, now)
+        # forget pods that are gone
+        for store in (self._running,):
+            for uid in [u for u in store if u not in live_uids]:
+                store.pop(uid, None)
+        self._finished &= live_uids
+        self._deleted &= live_uids
+
+    def _plain_pod(self, pod: dict, now: float) -> None:
+        ann = pod["metadata"].get("annotations") or {}
+        if labels.DURATION not in ann:
+            return
+        uid = pod["metadata"]["uid"]
+        if now - self._running[uid] >= float(ann[labels.DURATION]):
+            code = int(ann.get(labels.EXIT_CODE, 0) or 0)
+            self._finish(pod, code)
+
+    def _finish(self, pod: dict, exit_code: int, annotations: dict | None = None) -> None:
+        """End a pod once its Running status has been seen (so the two patches cannot cross)."""
+        uid = pod["metadata"]["uid"]
+        if uid in self._finished or pod.get("status", {}).get("phase") != "Running":
+            return
+        self._finished.add(uid)
+        self._submit((uid, "succeed" if exit_code == 0 else "fail"), self._end_pod, pod,
+                     exit_code, self._running.get(uid, self.clock.now()), annotations)
+
+    # -- training jobs --
+    def _advance_jobs(self, training: dict[tuple[str, str], list[dict]], now: float) -> None:
+        for key in [k for k in self._jobs if k not in training]:
+            del self._jobs[key]
+        for key, pods in training.items():
+            run = self._jobs.get(key)
+            if run is None:
+                try:
+                    spec = job_spec_from_pods(key[0], key[1], pods)
+                except (ValueError, KeyError) as e:
+                    log.warning("job %s/%s: bad annotations (%s); running it as a plain pod",
+                                key[0], key[1], e)
+                    continue
+                start = max(_progress_of(p) for p in pods)
+                run = _JobRun(key, spec, min(start, spec.total_work), now)
+                self._jobs[key] = run
+            else:
+                new = {p["metadata"]["uid"] for p in pods} - run.pods
+                for p in pods:
+                    if p["metadata"]["uid"] in new:
+                        run.iterations = max(run.iterations,
+                                             float((p["metadata"].get("annotations") or {})
+                                                   .get(labels.CHECKPOINT, 0) or 0))
+            run.pods = {p["metadata"]["uid"] for p in pods}
+            # advance at the rate of the placement held since the last round
+            if run.rate > 0 and not run.done:
+                run.iterations = min(run.spec.total_work,
+                                     run.iterations + run.rate * (now - run.last_time))
+            run.last_time = now
+            workers: Placement = {}
+            ps: Placement = {}
+            for p in pods:
+                target = ps if _role(p) == labels.ROLE_PS else workers
+                target[p["spec"]["nodeName"]] = target.get(p["spec"]["nodeName"], 0) + 1
+            need_w, need_ps = _gang_size(pods)
+            if sum(workers.values()) >= need_w and sum(ps.values()) >= need_ps:
+                placement = (tuple(sorted(workers.items())), tuple(sorted(ps.items())))
+                if placement != run.placement:
+                    run.placement = placement
+                    run.rate = iteration_rate(run.spec, workers, ps)
+            else:
+                run.placement, run.rate = (), 0.0  # a gang not all placed does not train
+            if run.iterations >= run.spec.total_work:
+                run.done, run.rate = True, 0.0
+                final = {labels.PROGRESS: self._progress_json(run)}
+                for p in pods:  # the final report goes with the pod's end, in one task
+                    self._finish(p, 0, final)
+            else:
+                self._report(run, pods)
+
+    def _progress_json(self, run: _JobRun) -> str:
+        return json.dumps({"iterations": round(run.iterations, 3),
+                           "throughput": round(run.rate, 6),
+                           "metric": metric_at(run.spec, run.iterations),
+                           "time": round(self.clock.now(), 3)})
+
+    def _report(self, run: _JobRun, pods: list[dict]) -> None:
+        mono = time.monotonic()
+        if mono - run.last_report < self.report_interval:
+            return
+        run.last_report = mono
+        progress = self._progress_json(run)
+        for p in pods:
+            self._submit((p["metadata"]["uid"], "report"), self._annotate, p,
+                         {labels.PROGRESS: progress})
+
+    # -- API writes (run in the pool) --
+    def _pod_path(self, pod: dict) -> str:
+        m = pod["metadata"]
+        return f"/api/v1/namespaces/{m['namespace']}/pods/{m['name']}"
+
+    def _annotate(self, pod: dict, annotations: dict[str, str]) -> None:
+        self.rest.patch(self._pod_path(pod), {"metadata": {"annotations": annotations}}, MERGE)
+
+    def _host_ip(self, pod: dict) -> str | None:
+        node = self.nodes.store.get("/" + pod["spec"]["nodeName"])
+        for a in (node or {}).get("status", {}).get("addresses", []):
+            if a.get("type") == "InternalIP":
+                return a["address"]
+        return None
+
+    def _run_pod(self, pod: dict) -> None:
+        now = _rfc3339()
+        conds = [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": now}
+                 for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")]
+        status = {
+            "phase": "Running", "startTime": now, "conditions": conds,
+            "containerStatuses": [
+                {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
+                 "restartCount": 0, "started": True, "containerID": "",
+                 "state": {"running": {"startedAt": now}}}
+                for c in pod["spec"].get("containers", [])],
+            "initContainerStatuses": [
+                {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": True,
+                 "restartCount": 0, "state": {"terminated": {
+                     "exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}}}
+                for c in pod["spec"].get("initContainers", []) or []],
+        }
+        host_ip = self._host_ip(pod)
+        if host_ip:
+            status["hostIP"] = host_ip
+        self.rest.patch(self._pod_path(pod) + "/status", {"status": status})
+        self.stats["running"] += 1
+
+    def _end_pod(self, pod: dict, exit_code: int, started: float,
+                 annotations: dict | None = None) -> None:
+        if annotations:
+            self._annotate(pod, annotations)
+        now = _rfc3339()
+        ok = exit_code == 0
+        reason = "PodCompleted"
+        conds = [{"type": t, "status": "False", "reason": reason, "lastProbeTime": None,
+                  "lastTransitionTime": now} for t in ("Ready", "ContainersReady")]
+        status = {
+            "phase": "Succeeded" if ok else "Failed", "conditions": conds,
+            "containerStatuses": [
+                {"name": c["name"], "image": c.get("image", ""), "imageID": "", "ready": False,
+                 "restartCount": 0, "started": False, "containerID": "",
+                 "state": {"terminated": {"exitCode": exit_code,
+                                          "reason": "Completed" if ok else "Error",
+                                          "startedAt": _rfc3339(min(started, time.time())),
+                                          "finishedAt": now}}}
+                for c in pod["spec"].get("containers", [])],
+        }
+        self.rest.patch(self._pod_path(pod) + "/status", {"status": status})
+        self.stats["succeeded" if ok else "failed"] += 1
+
+    def _delete_pod(self, pod: dict) -> None:
+        self.rest.delete(self._pod_path(pod), grace_period_seconds=0)
+        self.stats["deleted"] += 1
+
+    # -- nodes --
+    def _heartbeat(self, nodes: dict[str, dict]) -> None:
+        mono = time.monotonic()
+        for name, node in nodes.items():
+            down = (node["metadata"].get("annotations") or {}).get(NODE_DOWN) == "true"
+            was_up = self._node_up.get(name)
+            if was_up is None or was_up == down:  # first sight, or went down/up
+                self._node_up[name] = not down
+                self._status_due[name] = 0.0
+                self._lease_due[name] = 0.0
+            if mono >= self._status_due.get(name, 0.0):
+                self._status_due[name] = mono + self.status_interval
+                self._submit((name, "status"), self._node_status, node, not down)
+            if not down and mono >= self._lease_due.get(name, 0.0):
+                self._lease_due[name] = mono + self.lease_interval
+                self._submit((name, "lease"), self._renew_lease, node)
+        for name in [n for n in self._node_up if n not in nodes]:
+            for d in (self._node_up, self._status_due, self._lease_due):
+                d.pop(name, None)
+
+    def _node_status(self, node: dict, ready: bool) -> None:
+        name = node["metadata"]["name"]
+        body = {"status": {"conditions": node_conditions(ready)}}
+        self.rest.patch(f"/api/v1/nodes/{name}/status", body)
+
+    def _renew_lease(self, node: dict) -> None:
+        name = node["metadata"]["name"]
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases/{name}"
+        now = _micro_time()
+        try:
+            self.rest.patch(path, {"spec": {"renewTime": now, "holderIdentity": name}}, MERGE)
+        except Exception as e:
+            if getattr(e, "status", None) != 404:
+                raise
+            self.rest.post(f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases", {
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": {"name": name, "namespace": LEASE_NAMESPACE, "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Node", "name": name,
+                     "uid": node["metadata"]["uid"]}]},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_DURATION,
+                         "renewTime": now}})
+        self.stats["leases"] += 1
+
+
+# ---- command line --------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m workbench.k8s.emulator",
+                                     description="Emulate GPU nodes and their pods (no kubelet).")
+    parser.add_argument("--kubeconfig", required=True)
+    parser.add_argument("--speed", type=float, default=1.0,
+                        help="emulated seconds per real second (default 1)")
+    parser.add_argument("--selector", default=f"{labels.EMULATED}=true",
+                        help="label selector of the nodes to emulate")
+    parser.add_argument("--lease-interval", type=float, default=10.0)
+    parser.add_argument("--report-interval", type=float, default=2.0,
+                        help="real seconds between progress annotations of a job")
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    if args.speed <= 0:
+        print("emulator: --speed must be > 0", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        api_client = client_from_kubeconfig(args.kubeconfig, pool_size=args.threads + 4)
+    except Exception as e:  # noqa: BLE001 - one line for a bad kubeconfig
+        print(f"emulator: {args.kubeconfig}: cannot load kubeconfig: {e}", file=sys.stderr)
+        return 2
+    emulator = NodeEmulator(api_client, speed=args.speed, selector=args.selector,
+                            lease_interval=args.lease_interval,
+                            report_interval=args.report_interval, threads=args.threads)
+    signal.signal(signal.SIGTERM, lambda *_: emulator.stop())
+    signal.signal(signal.SIGINT, lambda *_: emulator.stop())
+    emulator.run()
+    log.info("stopped: %s", emulator.stats)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
