@@ -101,8 +101,12 @@ class Workbench:
             pn.Row(pn.Column(self.controls.panel, width=380), self.tabs,
                    sizing_mode="stretch_width"),
             sizing_mode="stretch_width", min_height=600)
-        self.views = (self.controls, self.cluster, self.jobs, self.forecasts, self.timeline,
-                      self.what_if, self.engine, self.decisions)
+        # Views in tab order; only the controls and the visible tab redraw on each update,
+        # a tab catches up when it is shown.
+        self.tab_views = (self.cluster, self.jobs, self.forecasts, self.timeline,
+                          self.decisions, self.what_if, self.engine)
+        self.views = (self.controls, *self.tab_views)
+        self.tabs.param.watch(lambda e: self.sync(), "active")
         self._callbacks: list = []
         self.tick_seconds = 0.0
         if running:
@@ -117,9 +121,11 @@ class Workbench:
         self.sync()
         self.tick_seconds = time.perf_counter() - t0
 
-    def sync(self) -> None:
-        """Redraw the views whose data moved (in this session's own context)."""
-        for view in self.views:
+    def sync(self, all_views: bool = False) -> None:
+        """Redraw the views whose data moved (in this session's own context): the controls and
+        the visible tab, or every view."""
+        views = self.views if all_views else (self.controls, self.tab_views[self.tabs.active])
+        for view in views:
             view.sync()
         if not _in_server_session():
             pn.io.push_notebook(self.layout)  # notebooks get raw Bokeh changes only when pushed

@@ -178,48 +178,122 @@ class ClusterCells:
         return float(self.gpu_used.sum())
 
 
+class CellPainter:
+    """Cluster cells kept up to date incrementally: only the cells of jobs whose GPUs, and the
+    nodes of jobs whose placement, changed since the last call are recomputed.
+
+    A job's holdings are recognised as unchanged when the backend hands back the same list
+    object with the same length (the simulator appends or replaces, never edits in place),
+    and its placement when its `workers`/`ps` dicts are the same objects (backends replace
+    them on every change). References are kept, so an object's identity cannot be reused."""
+
+    def __init__(self, n_nodes: int, max_gpus: int) -> None:
+        self.n, self.g = n_nodes, max_gpus
+        self.colour = np.full(n_nodes * max_gpus, FREE_COLOUR, dtype=object)
+        self.text = np.full(n_nodes * max_gpus, "free", dtype=object)
+        self.node_text = np.full(n_nodes, "no tasks", dtype=object)
+        self._gpu_seen: dict[str, tuple[list, int, list[tuple[int, float]]]] = {}
+        self._cell_jobs: dict[int, dict[str, float]] = {}
+        self._task_seen: dict[str, tuple[dict, dict, list[int]]] = {}
+        self._node_tasks: list[dict[str, str]] = [{} for _ in range(n_nodes)]
+
+    def paint(self, state: ClusterState, holders: Mapping[str, list[tuple[int, int, float]]]
+              ) -> ClusterCells:
+        g = self.g
+        free = state.gpu_free
+        if free.shape[1] < g:
+            free = np.pad(free, ((0, 0), (0, g - free.shape[1])), constant_values=np.nan)
+        exists = ~np.isnan(free)
+        used = np.where(exists, 1.0 - np.nan_to_num(free, nan=1.0), 0.0).clip(0.0, 1.0).ravel()
+        self._paint_gpus(holders)
+        self._paint_tasks(state)
+        self.text[~exists.ravel()] = ""
+        cap = state.capacity
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cpu = np.nan_to_num(state.allocated[:, CPU] / cap[:, CPU]).clip(0, 1)
+            mem = np.nan_to_num(state.allocated[:, MEM] / cap[:, MEM]).clip(0, 1)
+        up = state.node_up.copy()
+        colour, node_text = self.colour.copy(), self.node_text.copy()
+        if not up.all():
+            node_text[~up] = "DOWN"
+            colour[np.repeat(~up, g) & exists.ravel()] = DOWN_COLOUR
+        return ClusterCells(used, exists.ravel(), colour, self.text.copy(), cpu, mem, up,
+                            node_text)
+
+    def _paint_gpus(self, holders: Mapping[str, list[tuple[int, int, float]]]) -> None:
+        g = self.g
+        dirty: set[int] = set()
+        for job in [j for j in self._gpu_seen if j not in holders]:
+            for cell, _ in self._gpu_seen.pop(job)[2]:
+                self._cell_jobs[cell].pop(job, None)
+                dirty.add(cell)
+        for job, gpus in holders.items():
+            seen = self._gpu_seen.get(job)
+            if seen is not None and seen[0] is gpus and seen[1] == len(gpus):
+                continue
+            if seen is not None:
+                for cell, _ in seen[2]:
+                    self._cell_jobs[cell].pop(job, None)
+                    dirty.add(cell)
+            cells = []
+            for i, k, amount in gpus:
+                cell = i * g + k
+                held = self._cell_jobs.setdefault(cell, {})
+                held[job] = held.get(job, 0.0) + amount
+                cells.append((cell, amount))
+                dirty.add(cell)
+            self._gpu_seen[job] = (gpus, len(gpus), cells)
+        for cell in dirty:
+            held = self._cell_jobs.get(cell)
+            if not held:
+                self.colour[cell], self.text[cell] = FREE_COLOUR, "free"
+                continue
+            main = max(held, key=held.__getitem__)
+            self.colour[cell] = job_colour(main)
+            self.text[cell] = ", ".join(j if a >= 1 - 1e-9 else f"{j} {a:.2f}"
+                                        for j, a in held.items())
+
+    def _paint_tasks(self, state: ClusterState) -> None:
+        index = state.node_index
+        dirty: set[int] = set()
+        live = set()
+        for job in state.jobs.values():
+            if not job.state.placed or not (job.workers or job.ps):
+                continue
+            live.add(job.name)
+            seen = self._task_seen.get(job.name)
+            if seen is not None and seen[0] is job.workers and seen[1] is job.ps:
+                continue
+            if seen is not None:
+                self._drop_tasks(job.name, seen[2], dirty)
+            nodes = []
+            for role, placement in (("worker", job.workers), ("ps", job.ps)):
+                for node, count in placement.items():
+                    if count:
+                        i = index[node]
+                        tasks = self._node_tasks[i]
+                        text = f"{job.name} {role}×{count}"
+                        tasks[job.name] = f"{tasks[job.name]}, {text}" if job.name in tasks \
+                            else text
+                        nodes.append(i)
+                        dirty.add(i)
+            self._task_seen[job.name] = (job.workers, job.ps, nodes)
+        for name in [j for j in self._task_seen if j not in live]:
+            self._drop_tasks(name, self._task_seen.pop(name)[2], dirty)
+        for i in dirty:
+            tasks = self._node_tasks[i]
+            self.node_text[i] = ", ".join(tasks.values()) if tasks else "no tasks"
+
+    def _drop_tasks(self, job: str, nodes: list[int], dirty: set[int]) -> None:
+        for i in nodes:
+            self._node_tasks[i].pop(job, None)
+            dirty.add(i)
+
+
 def cluster_cells(state: ClusterState, holders: Mapping[str, list[tuple[int, int, float]]],
                   max_gpus: int) -> ClusterCells:
-    n = len(state.nodes)
-    free = state.gpu_free
-    if free.shape[1] < max_gpus:
-        free = np.pad(free, ((0, 0), (0, max_gpus - free.shape[1])), constant_values=np.nan)
-    exists = ~np.isnan(free)
-    used = np.where(exists, 1.0 - np.nan_to_num(free, nan=1.0), 0.0).clip(0.0, 1.0).ravel()
-    colour = np.full(n * max_gpus, FREE_COLOUR, dtype=object)
-    text = np.full(n * max_gpus, "free", dtype=object)
-    text[~exists.ravel()] = ""
-    best = np.zeros(n * max_gpus)
-    shares: dict[int, list[str]] = {}
-    for job, gpus in holders.items():
-        c = job_colour(job)
-        for i, k, amount in gpus:
-            cell = i * max_gpus + k
-            if amount > best[cell]:
-                best[cell] = amount
-                colour[cell] = c
-            shares.setdefault(cell, []).append(job if amount >= 1 - 1e-9 else f"{job} {amount:.2f}")
-    for cell, names in shares.items():
-        text[cell] = ", ".join(names)
-    cap = state.capacity
-    with np.errstate(invalid="ignore", divide="ignore"):
-        cpu = np.nan_to_num(state.allocated[:, CPU] / cap[:, CPU]).clip(0, 1)
-        mem = np.nan_to_num(state.allocated[:, MEM] / cap[:, MEM]).clip(0, 1)
-    tasks: list[list[str]] = [[] for _ in range(n)]
-    for job in state.jobs.values():
-        if not job.state.placed:
-            continue
-        for node, count in job.workers.items():
-            if count:
-                tasks[state.node_index[node]].append(f"{job.name} worker×{count}")
-        for node, count in job.ps.items():
-            if count:
-                tasks[state.node_index[node]].append(f"{job.name} ps×{count}")
-    node_text = np.array([", ".join(t) if t else "no tasks" for t in tasks] + [""], dtype=object)[:n]
-    up = state.node_up.copy()
-    node_text[~up] = "DOWN"
-    colour[np.repeat(~up, max_gpus) & exists.ravel()] = DOWN_COLOUR
-    return ClusterCells(used, exists.ravel(), colour, text, cpu, mem, up, node_text)
+    """The cells from scratch (the app keeps a `CellPainter` and updates incrementally)."""
+    return CellPainter(len(state.nodes), max_gpus).paint(state, holders)
 
 
 # ---- jobs ------------------------------------------------------------------------------
@@ -229,32 +303,75 @@ JOB_COLUMNS = ["job", "app", "state", "workers", "ps", "placement", "progress", 
                "min_workers", "last_action", "reason"]
 
 
+class JobsTable:
+    """Builds the jobs table column by column; remembers placement texts, which change only
+    when a job's placement does (the backend then gives it new placement dicts)."""
+
+    def __init__(self) -> None:
+        self._placement: dict[str, tuple[dict, dict, str]] = {}
+        self._static: dict[str, tuple[str, str, float, float]] = {}
+        self._fc_source: Any = None
+        self._fc_rows: dict[str, tuple] = {}
+
+    def placement_text(self, j: JobStatus) -> str:
+        if not j.state.placed:
+            return ""
+        hit = self._placement.get(j.name)
+        if hit is not None and hit[0] is j.workers and hit[1] is j.ps:
+            return hit[2]
+        text = describe_placement(j.workers, j.ps)
+        self._placement[j.name] = (j.workers, j.ps, text)
+        return text
+
+    def frame(self, jobs: Iterable[JobStatus], forecasts: Mapping[str, Any],
+              last_action: Mapping[str, str]) -> pd.DataFrame:
+        """One row per job; times in hours on the backend clock; NaN where unknown."""
+        jobs = list(jobs)
+        if self._fc_source is not forecasts:  # forecasts are recomputed now and then only
+            self._fc_source = forecasts
+            self._fc_rows = {name: _forecast_row(f) for name, f in forecasts.items()}
+        fc_rows, none = self._fc_rows, _NO_FORECAST
+        statics = self._static
+        rows = []
+        for j in jobs:
+            spec = j.spec
+            st = statics.get(spec.name)
+            if st is None:
+                st = statics[spec.name] = (spec.name, spec.application,
+                                           _hours(spec.deadline), spec.total_work)
+            state = j.state
+            f = fc_rows.get(st[0], none)
+            finish = j.finish_time / 3600.0 if state.finished and j.finish_time is not None \
+                else f[0]
+            rows.append((st[0], st[1], state.value, sum(j.workers.values()), sum(j.ps.values()),
+                         self.placement_text(j), min(j.progress / st[3], 1.0), j.throughput,
+                         finish, f[1], f[2], st[2], f[3], f[4], last_action.get(st[0], ""),
+                         j.reason))
+        df = pd.DataFrame.from_records(rows, columns=JOB_COLUMNS)
+        if not rows:  # keep numeric columns numeric when there is nothing yet
+            df = df.astype({c: float for c in JOB_COLUMNS[3:5] + JOB_COLUMNS[6:13] + ["min_workers"]})
+        return df
+
+
+_NO_FORECAST = (float("nan"),) * 5
+
+
+def _forecast_row(f: Any) -> tuple[float, float, float, float, float]:
+    def num(v: Any) -> float:
+        return float("nan") if v is None or not math.isfinite(v) else float(v)
+
+    return (num(getattr(f, "finish", None)) / 3600.0, num(getattr(f, "low", None)) / 3600.0,
+            num(getattr(f, "high", None)) / 3600.0, num(getattr(f, "p_meet_deadline", None)),
+            num(getattr(f, "min_workers_to_meet", None)))
+
+
 def jobs_frame(jobs: Iterable[JobStatus], forecasts: Mapping[str, Any],
                last_action: Mapping[str, str]) -> pd.DataFrame:
-    """One row per job; times in hours on the backend clock; NaN where unknown."""
-    rows = []
-    for j in jobs:
-        f = forecasts.get(j.name)
-        s = j.spec
-        rows.append((
-            j.name, s.application, j.state.value, j.num_workers, j.num_ps,
-            describe_placement(j.workers, j.ps) if j.state.placed else "",
-            j.fraction_done, j.throughput,
-            _hours(j.finish_time if j.state.finished else getattr(f, "finish", None)),
-            _hours(getattr(f, "low", None)), _hours(getattr(f, "high", None)),
-            _hours(s.deadline), _num(getattr(f, "p_meet_deadline", None)),
-            _num(getattr(f, "min_workers_to_meet", None)),
-            last_action.get(j.name, ""), j.reason,
-        ))
-    return pd.DataFrame.from_records(rows, columns=JOB_COLUMNS)
+    return JobsTable().frame(jobs, forecasts, last_action)
 
 
 def _hours(t: float | None) -> float:
     return float("nan") if t is None or not math.isfinite(t) else t / 3600.0
-
-
-def _num(v: Any) -> float:
-    return float("nan") if v is None else float(v)
 
 
 def job_sort_key(j: JobStatus) -> tuple:

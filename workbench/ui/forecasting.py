@@ -31,16 +31,30 @@ class SimpleForecast:
 
 def job_forecasts(state: ClusterState, perf: Any = None) -> dict[str, Any]:
     """name -> an object with finish, low, high, p_meet_deadline, min_workers_to_meet, source."""
-    try:
-        from ..forecast import forecast  # landing concurrently; optional until then
-    except ImportError:
-        forecast = None
-    if forecast is not None:
+    return JobForecaster(perf)(state)
+
+
+class JobForecaster:
+    """Keeps `workbench.forecast.Forecaster` (and its caches of model rates) between calls;
+    falls back to `simple_forecasts` if that module is missing or fails."""
+
+    def __init__(self, perf: Any = None) -> None:
+        self.perf = perf
+        self.error: str | None = None
         try:
-            return forecast(state, perf)
-        except Exception:  # noqa: BLE001 - a forecast bug must not take the console down
-            return simple_forecasts(state, perf)
-    return simple_forecasts(state, perf)
+            from ..forecast import Forecaster  # optional until it lands everywhere
+        except ImportError:
+            self._forecaster = None
+        else:
+            self._forecaster = Forecaster(perf) if perf is not None else None
+
+    def __call__(self, state: ClusterState) -> dict[str, Any]:
+        if self._forecaster is not None:
+            try:
+                return self._forecaster.run(state)
+            except Exception as e:  # noqa: BLE001 - a forecast bug must not take the console down
+                self.error = f"forecast failed, using the simple estimate: {e}"
+        return simple_forecasts(state, self.perf)
 
 
 def simple_forecasts(state: ClusterState, perf: Any = None) -> dict[str, SimpleForecast]:

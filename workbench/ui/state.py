@@ -16,6 +16,7 @@ On a real cluster (not the simulator) the controls that change it can be locked
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -31,19 +32,21 @@ from ..metrics import run_metrics
 from ..model import JobState, JobStatus
 from ..policies import available, make_policy
 from .data import (
-    JOB_COLUMNS,
+    CellPainter,
     ClusterCells,
     ClusterLayout,
-    cluster_cells,
+    JobsTable,
     cluster_layout,
     gpu_holders,
     job_sort_key,
-    jobs_frame,
 )
-from .forecasting import job_forecasts
+from .forecasting import JobForecaster
 
 TIMELINE_COLUMNS = ["time_h", "policy", "gpu_util", "cpu_util", "queued", "running", "completed",
                     "deadline_hits", "deadline_misses"]
+_STATE_RANK = {JobState.RUNNING: 0, JobState.RESTARTING: 1, JobState.HOLDING: 2,
+               JobState.PENDING: 3}
+FORECAST_BUDGET = 0.025  # seconds of forecasting per refresh, amortised
 ENGINE_HISTORY = 2000  # samples of each numeric engine-view series kept for the charts
 
 
@@ -116,9 +119,7 @@ class WorkbenchState(param.Parameterized):
     busy = param.String(default="", doc="what long computation is running, if any")
     message = param.String(default="")
 
-    jobs = param.DataFrame(default=pd.DataFrame(columns=JOB_COLUMNS), doc="the jobs table")
     cells = param.Parameter(default=None, doc="ClusterCells of the cluster view")
-    forecasts = param.Dict(default={}, doc="job name -> forecast")
     summary = param.Dict(default={}, doc="headline numbers")
     engine = param.Dict(default={}, doc="the active engine's engine_view()")
     preview = param.Parameter(default=None, doc="SwitchPreview of `candidate`")
@@ -133,7 +134,20 @@ class WorkbenchState(param.Parameterized):
         self.workload = workload
         self.cluster_name = cluster
         self.perf = getattr(backend, "perf", None)
+        self._forecaster = JobForecaster(self.perf)
+        self._jobs_table = JobsTable()
+        self._forecasts: dict[str, Any] = {}
+        self._forecast_version = -1
+        self._forecast_every = 1  # refreshes a forecast may lag behind (more when it is slow)
+        self._jobs_df: pd.DataFrame | None = None
+        self._jobs_version = -1
+        self._listed: list[JobStatus] = []
+        self.forecast_seconds = 0.0
         self.layout: ClusterLayout = cluster_layout(list(backend.observe().nodes))
+        self._painter = CellPainter(len(self.layout.nodes), self.layout.max_gpus)
+        self._finished: list[JobStatus] = []  # newest last
+        self._seen_jobs = 0
+        self._active_before: dict[str, JobStatus] = {}
         self.param.candidate.objects = available()
         self.engine_history: dict[str, list[tuple[float, Any]]] = {}
         self.last_action: dict[str, str] = {}
@@ -175,7 +189,11 @@ class WorkbenchState(param.Parameterized):
         self.running = False
         self.backend, self.controller = fresh.backend, fresh.controller
         self.workload, self.cluster_name, self.perf = fresh.workload, fresh.cluster_name, fresh.perf
+        self._forecaster, self._forecasts = fresh._forecaster, {}
+        self._forecast_version, self._jobs_version = -1, -1
         self.layout = fresh.layout
+        self._painter, self._jobs_table = fresh._painter, fresh._jobs_table
+        self._finished, self._seen_jobs, self._active_before = [], 0, {}
         self.engine_history, self.last_action, self._decision_cursor = {}, {}, 0
         self.param.update(policy=self.controller.policy.name, finished=False, preview=None,
                           candidate=None, what_if_result=None,
@@ -368,23 +386,58 @@ class WorkbenchState(param.Parameterized):
         state = self.backend.observe()
         self.cluster_state = state
         holders = gpu_holders(self.backend, state)
-        cells: ClusterCells = cluster_cells(state, holders, self.layout.max_gpus)
-        forecasts = job_forecasts(state, self.perf)
+        cells: ClusterCells = self._painter.paint(state, holders)
         self._absorb_decisions()
-        jobs_df = jobs_frame(self._listed_jobs(), forecasts, self.last_action)
+        self._listed = self._listed_jobs()
         engine = self._engine_view(state.now)
-        self.param.update(now=state.now, cells=cells, forecasts=forecasts, jobs=jobs_df,
-                          engine=engine, summary=self._summary(state, cells),
-                          version=self.version + 1)
+        self.param.update(now=state.now, cells=cells, engine=engine,
+                          summary=self._summary(state, cells), version=self.version + 1)
         self.refresh_seconds = time.perf_counter() - t0
 
+    @property
+    def forecasts(self) -> dict[str, Any]:
+        """Job name -> forecast, computed when first asked for after a refresh. When one costs
+        more than FORECAST_BUDGET it is recomputed only every few refreshes (the jobs keep
+        their last forecast in between), so an update stays fast on big clusters."""
+        behind = self.version - self._forecast_version
+        if behind > 0 and (behind >= self._forecast_every or self._forecast_version < 0):
+            t0 = time.perf_counter()
+            self._forecasts = self._forecaster(self.cluster_state)
+            self.forecast_seconds = time.perf_counter() - t0
+            self.forecast_time = self.cluster_state.now
+            self._forecast_version = self.version
+            self._forecast_every = min(10, max(1, math.ceil(self.forecast_seconds / FORECAST_BUDGET)))
+        return self._forecasts
+
+    @property
+    def jobs(self) -> pd.DataFrame:
+        """The jobs table (see `data.JOB_COLUMNS`), built when first asked for after a refresh."""
+        if self._jobs_version != self.version or self._jobs_df is None:
+            self._jobs_df = self._jobs_table.frame(self._listed, self.forecasts, self.last_action)
+            self._jobs_version = self.version
+        return self._jobs_df
+
+    forecast_time = 0.0
+
     def _listed_jobs(self) -> list[JobStatus]:
-        all_jobs = getattr(self.backend, "jobs", None) or self.cluster_state.jobs
-        active = [j for j in all_jobs.values() if not j.state.finished]
-        done = [j for j in all_jobs.values() if j.state.finished]
-        if len(done) > self.max_job_rows:
-            done = sorted(done, key=lambda j: -(j.finish_time or 0.0))[: self.max_job_rows]
-        return sorted(active + done, key=job_sort_key)
+        """Active jobs (running first, then in arrival order), then the most recently finished
+        ones. Incremental on the simulator: only jobs that arrived or left since last time."""
+        backend = self.backend
+        all_jobs, active = getattr(backend, "jobs", None), getattr(backend, "active", None)
+        if not isinstance(all_jobs, dict) or not isinstance(active, dict):
+            jobs = list(self.cluster_state.jobs.values())
+            return sorted(jobs, key=job_sort_key)
+        new = [j for j in itertools.islice(all_jobs.values(), self._seen_jobs, None)]
+        self._seen_jobs = len(all_jobs)
+        left = [j for name, j in self._active_before.items() if name not in active]
+        done = [j for j in left + new if j.state.finished]
+        done.sort(key=lambda j: (j.finish_time or 0.0, j.name))
+        self._finished.extend(done)
+        del self._finished[:-self.max_job_rows]
+        self._active_before = dict(active)
+        rank = _STATE_RANK
+        listed = sorted(active.values(), key=lambda j: rank.get(j.state, 5))  # stable: arrival
+        return listed + self._finished[::-1]
 
     def _absorb_decisions(self) -> None:
         decisions = self.recorder.decisions

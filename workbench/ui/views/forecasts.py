@@ -18,14 +18,6 @@ RISK = (("safe (P ≥ 90%)", "#2ca02c"), ("at risk (50–90%)", "#ff7f0e"),
 MAX_JOBS = 40
 
 
-def risk_colour(p: float | None, finish: float, deadline: float) -> tuple[str, str]:
-    if math.isnan(deadline):
-        return RISK[3]
-    if p is None or math.isnan(p):
-        p = 1.0 if finish <= deadline else 0.0
-    return RISK[0] if p >= 0.9 else RISK[1] if p >= 0.5 else RISK[2]
-
-
 class ForecastView(View):
     def __init__(self, state: WorkbenchState, max_jobs: int = MAX_JOBS) -> None:
         super().__init__(state)
@@ -60,25 +52,30 @@ class ForecastView(View):
 
     def _data(self) -> dict:
         df = self.state.jobs
-        df = df[~df["state"].isin(["completed", "rejected"]) & df["finish_h"].notna()]
-        rows = []
-        for r in df.itertuples(index=False):
-            label, colour = risk_colour(r.p_meet, r.finish_h, r.deadline_h)
-            rank = {RISK[2][0]: 0, RISK[1][0]: 1, RISK[0][0]: 2, RISK[3][0]: 3}[label]
-            rows.append((rank, r.finish_h, r.job, r.state, r.finish_h,
-                         r.finish_low_h if not math.isnan(r.finish_low_h) else r.finish_h,
-                         r.finish_high_h if not math.isnan(r.finish_high_h) else r.finish_h,
-                         r.deadline_h, r.p_meet, colour, label,
-                         getattr(self.state.forecasts.get(r.job), "source", "")))
-        rows.sort()
-        self.total = len(rows)
-        rows = rows[: self.max_jobs]
-        cols = ["rank", "order", "job", "state", "finish", "low", "high", "deadline", "p", "colour",
-                "risk", "source"]
-        data = {c: [row[k] for row in rows] for k, c in enumerate(cols)}
-        for c in ("finish", "low", "high", "deadline", "p"):
-            data[c] = np.array(data[c], dtype=float)
-        return data
+        df = df[~df["state"].isin(["completed", "rejected"]).to_numpy() & df["finish_h"].notna()]
+        finish = df["finish_h"].to_numpy(dtype=float)
+        deadline = df["deadline_h"].to_numpy(dtype=float)
+        p = df["p_meet"].to_numpy(dtype=float).copy()
+        no_p = np.isnan(p)
+        p[no_p] = np.where(finish[no_p] <= deadline[no_p], 1.0, 0.0)
+        # rank 0 likely late, 1 at risk, 2 safe, 3 no deadline: most at risk first.
+        rank = np.where(np.isnan(deadline), 3, np.where(p >= 0.9, 2, np.where(p >= 0.5, 1, 0)))
+        order = np.lexsort((finish, rank))
+        self.total = len(order)
+        take = order[: self.max_jobs]
+        labels = [RISK[k][0] for k in (2, 1, 0, 3)]
+        colours = [RISK[k][1] for k in (2, 1, 0, 3)]
+        low = df["finish_low_h"].to_numpy(dtype=float)[take]
+        high = df["finish_high_h"].to_numpy(dtype=float)[take]
+        jobs = df["job"].to_numpy()[take].tolist()
+        return {
+            "job": jobs, "state": df["state"].to_numpy()[take].tolist(),
+            "finish": finish[take], "low": np.where(np.isnan(low), finish[take], low),
+            "high": np.where(np.isnan(high), finish[take], high), "deadline": deadline[take],
+            "p": df["p_meet"].to_numpy(dtype=float)[take],
+            "colour": [colours[r] for r in rank[take]], "risk": [labels[r] for r in rank[take]],
+            "source": [getattr(self.state.forecasts.get(j), "source", "") for j in jobs],
+        }
 
     def update(self) -> None:
         data = self._data()
