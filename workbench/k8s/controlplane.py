@@ -142,13 +142,14 @@ class Builder:
                     time.sleep(0.5)
                     if watch and time.monotonic() - last >= 15:
                         last = time.monotonic()
-                        self.progress(f"      ... {last - start:.0f} s, {_last_line(log_path)}")
+                        self.progress(f"      ... {last - start:.0f} s"
+                                      f" {_last_line(log_path, skip='$ ')}")
             except BaseException:
                 proc.terminate()
                 proc.wait()
                 raise
         if proc.returncode != 0:
-            tail = _last_line(log_path)
+            tail = _first_error(log_path) or _last_line(log_path)
             raise self._fail(f"`{' '.join(cmd[:3])} ...` exited {proc.returncode}"
                              f" ({tail}); log {log_path}", hint)
 
@@ -273,12 +274,15 @@ class Builder:
             self.progress("      already built")
             return
         go = _tool("go")
-        env = dict(os.environ, CGO_ENABLED="0", GOPROXY="off", GOFLAGS=f"-mod=vendor -p={self.jobs}",
+        # GOFLAGS stays unset: hack/lib/golang.sh pastes it into -tags. The tree's go.mod
+        # (go 1.15) with vendor/modules.txt makes Go use the vendored code by itself.
+        env = dict(os.environ, CGO_ENABLED="0", GOPROXY="off",
                    KUBE_GIT_VERSION=K8S_VERSION, KUBE_GIT_MAJOR="1", KUBE_GIT_MINOR="20",
                    KUBE_GIT_TREE_STATE="clean", GOMAXPROCS=str(self.jobs),
                    PATH=f"{Path(go).parent}:{os.environ.get('PATH', '')}" if go else
                    os.environ.get("PATH", ""))
         env.setdefault("HOME", str(Path.home()))
+        env.pop("GOFLAGS", None)
         self._run(["make", f"WHAT={' '.join('cmd/' + b for b in BUILT)}"], "make.log",
                   "read the log; a clean retry: rm -rf ~/.cache/workbench/k8s/src",
                   cwd=self.src, env=env, watch=True)
@@ -319,7 +323,7 @@ def _go_version() -> str:
     return subprocess.run([go, "version"], capture_output=True, text=True, check=False).stdout.strip()
 
 
-def _last_line(path: Path) -> str:
+def _last_line(path: Path, skip: str | None = None) -> str:
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -327,8 +331,23 @@ def _last_line(path: Path) -> str:
             lines = [ln.strip() for ln in f.read().decode(errors="replace").splitlines()]
     except OSError:
         return ""
-    lines = [ln for ln in lines if ln]
+    lines = [ln for ln in lines if ln and not (skip and ln.startswith(skip))]
     return lines[-1][:160] if lines else ""
+
+
+_ERROR_MARKS = ("go: ", "error:", "Error:", "E: ", "fatal", "cannot ", "undefined:")
+
+
+def _first_error(path: Path) -> str | None:
+    """The first line of a build log that looks like the cause of a failure."""
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                if any(m in line for m in _ERROR_MARKS) and not line.startswith("$ "):
+                    return line.strip()[:200]
+    except OSError:
+        pass
+    return None
 
 
 def build(bin_dir: str | Path | None = None, *, force: bool = False, progress: Progress = print,
