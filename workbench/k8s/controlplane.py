@@ -517,7 +517,7 @@ class LocalCluster:
         self.stop()
 
     def start(self) -> LocalCluster:
-        t0 = time.monotonic()
+        t0 = self._t0 = time.monotonic()
         binaries = find_binaries(self.bin_dir)
         needed = ["etcd", "kube-apiserver"]
         if self.want_controller_manager:
@@ -703,7 +703,8 @@ class LocalCluster:
             checks.append(("emulated nodes Ready", self._nodes_ready))
         for what, check in checks:
             self._wait(what, check)
-        self.timings["healthy"] = time.monotonic()
+            self.timings[what] = time.monotonic() - self._t0
+            self.progress(f"{what} ({self.timings[what]:.1f} s)")
 
     def _default_sa_ready(self) -> bool:
         try:

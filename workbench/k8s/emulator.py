@@ -38,7 +38,7 @@ log = logging.getLogger("workbench.k8s.emulator")
 
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_DURATION = 40
-NODE_DOWN = labels.PREFIX + "down"  # node annotation: "true" stops its heartbeats
+NODE_DOWN = labels.NODE_DOWN
 EMULATOR_VERSION = "v1.20.2-workbench-emulated"
 
 

@@ -33,6 +33,7 @@ Emulated nodes:
 | `workbench.io/emulated` | label | `true`: the node emulator keeps this node alive and runs its pods |
 | `workbench.io/rack` | label | rack (network locality domain) of the node |
 | `workbench.io/gpu-model` | label | GPU model, e.g. `V100` |
+| `workbench.io/down` | annotation | `true`: the emulator stops the node's heartbeats and reports it NotReady (fault tests) |
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ EXIT_CODE = PREFIX + "exit-code"
 EMULATED = PREFIX + "emulated"
 RACK = PREFIX + "rack"
 GPU_MODEL = PREFIX + "gpu-model"
+NODE_DOWN = PREFIX + "down"
 
 # Extended resource name of a GPU
 GPU_RESOURCE = "nvidia.com/gpu"
