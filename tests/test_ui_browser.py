@@ -145,15 +145,14 @@ def test_cluster_view_and_forecasts_update_while_running(browser, server, screen
                           what="GPU cells coloured by jobs")
         assert len(held) > 0
         assert p.wait_for(lambda: p.clock() != clock0, what="the clock to move")
+        fills = p.source("gpu_cells", "used")
+        assert max(fills) == 1.0
+        p.page.screenshot(path=str(screenshots / "ui-cluster-running.png"), full_page=True)
+        p.tab("Forecasts")  # a tab redraws while it is shown
         p.wait_for(lambda: len(p.source("forecasts", "job")) > 0, what="forecasts")
         first = (p.source("forecasts", "job"), p.source("forecasts", "finish"))
         p.wait_for(lambda: (p.source("forecasts", "job"), p.source("forecasts", "finish")) != first,
                    what="forecasts to change as the run goes on")
-        fills = p.source("gpu_cells", "used")
-        assert max(fills) == 1.0
-        p.page.screenshot(path=str(screenshots / "ui-cluster-running.png"), full_page=True)
-        p.tab("Forecasts")
-        time.sleep(1.5)
         p.page.screenshot(path=str(screenshots / "ui-forecasts.png"), full_page=True)
         p.tab("Timeline")
         time.sleep(1.5)
@@ -182,8 +181,6 @@ def test_switching_the_policy_live_changes_later_decisions(browser, server, scre
         p.wait_for(lambda: "fifo" in p.page.locator("text=Engine now").first.inner_text(),
                    what="the engine to change")
         p.click("Run")
-        p.wait_for(lambda: p.source("switches", "label") == ["tiresias → fifo"],
-                   what="a switch marker on the timeline")
         newest = p.wait_for(
             lambda: (c := p.page.locator(".tabulator-cell[tabulator-field=policy]")
                      .all_inner_texts()) and c[0] == "fifo" and c,
@@ -192,6 +189,11 @@ def test_switching_the_policy_live_changes_later_decisions(browser, server, scre
         k = newest.index("tiresias") if "tiresias" in newest else len(newest)
         assert set(newest[:k]) == {"fifo"} and set(newest[k:]) <= {"tiresias"}
         p.page.screenshot(path=str(screenshots / "ui-decisions-after-switch.png"), full_page=True)
+        p.tab("Timeline")
+        p.wait_for(lambda: p.source("switches", "label") == ["tiresias → fifo"],
+                   what="a switch marker on the timeline")
+        time.sleep(1.0)
+        p.page.screenshot(path=str(screenshots / "ui-timeline-switch.png"), full_page=True)
         assert p.errors == []
     finally:
         p.close()
