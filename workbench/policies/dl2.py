@@ -144,6 +144,10 @@ class PolicyNet:
         g["b1"] = dA1.sum(axis=(0, 1))
         return g
 
+    def reset_optimizer(self) -> None:
+        self._adam.clear()
+        self._step = 0
+
     def adam(self, grads: dict[str, np.ndarray], lr: float, clip: float = 5.0) -> None:
         norm = math.sqrt(sum(float((v * v).sum()) for v in grads.values()))
         scale = min(1.0, clip / (norm + 1e-12))
@@ -183,6 +187,28 @@ class PolicyNet:
         H = -(P * logP).sum(axis=1, keepdims=True)
         dz = advantages[:, None] * P
         dz[np.arange(n), actions] -= advantages
+        dz += entropy * P * (logP + H)
+        dz = np.where(am > 0, dz, 0.0)
+        self.adam(self.backward(cache, dz / n), lr)
+        return float(H.mean())
+
+    def actor_update(self, X, G, jm, am, Q, actions, advantages, lr: float,
+                     entropy: float = 0.01, long_term: float = 0.5) -> float:
+        """One step on -E_π[Q] (exact over all actions: each action's progress in the slot, known
+        from the speed model), plus `long_term` × REINFORCE on the later slots' advantage of the
+        taken action, minus β H(π). Returns the mean entropy."""
+        z, cache = self.logits(X, G, jm)
+        P = masked_softmax(z, am)
+        n = len(actions)
+        Qbar = (P * Q).sum(axis=1, keepdims=True)
+        spread = np.where(am > 0, Q - Qbar, 0.0)
+        scale = float(np.sqrt((P * spread ** 2).sum(axis=1).mean())) + 1e-8
+        dz = -P * spread / scale
+        if long_term:
+            dz += long_term * advantages[:, None] * P
+            dz[np.arange(n), actions] -= long_term * advantages
+        logP = np.where(am > 0, np.log(P + 1e-12), 0.0)
+        H = -(P * logP).sum(axis=1, keepdims=True)
         dz += entropy * P * (logP + H)
         dz = np.where(am > 0, dz, 0.0)
         self.adam(self.backward(cache, dz / n), lr)
@@ -253,6 +279,8 @@ class JobView:
     min_workers: int
     prev_workers: int = 0
     prev_ps: int = 0
+    app: str = ""
+    total: float = 1.0  # total work (iterations)
     workers: list[int] = field(default_factory=list)  # server index per task
     ps: list[int] = field(default_factory=list)
 
@@ -266,12 +294,13 @@ class Trajectory:
     jm: list[np.ndarray] = field(default_factory=list)
     am: list[np.ndarray] = field(default_factory=list)
     actions: list[int] = field(default_factory=list)
+    Q: list[np.ndarray] = field(default_factory=list)  # per step: each action's slot progress
 
     def __len__(self) -> int:
         return len(self.actions)
 
     def extend(self, other: Trajectory) -> None:
-        for k in ("X", "G", "jm", "am", "actions"):
+        for k in ("X", "G", "jm", "am", "actions", "Q"):
             getattr(self, k).extend(getattr(other, k))
 
     def arrays(self):
@@ -467,7 +496,12 @@ class SlotEnv:
             views = [self._view(s, t, progress[s.name], prev.get(s.name, (0, 0)))
                      for s in active]
             traj = Trajectory() if record else None
-            self.allocator.allocate(views, self.capacity, choose, traj)
+            step = choose
+            if record:
+                def step(X, G, jm, am, window, _choose=choose, _traj=traj):
+                    _traj.Q.append(self.step_values(X, am, window))
+                    return _choose(X, G, jm, am, window)
+            self.allocator.allocate(views, self.capacity, step, traj)
             reward = 0.0
             still = []
             for s, v in zip(active, views):
@@ -497,6 +531,27 @@ class SlotEnv:
                 "avg_jct": float(np.mean(jct)) if jct else float("nan"),
                 "completed": len(jct), "jobs": len(self.specs)}
 
+    def _gain(self, v: JobView, w: int, p: int) -> float:
+        """Fraction of the job's work done this slot at (w, p) workers and PS."""
+        if w < v.min_workers or p < 1:
+            return 0.0
+        run = self.slot - (self.restart_delay if (w, p) != (v.prev_workers, v.prev_ps) else 0.0)
+        return min(self.speed(v.app, w, p) * run / v.total, v.remaining)
+
+    def step_values(self, X: np.ndarray, am: np.ndarray, window: list[JobView]) -> np.ndarray:
+        """Each action's change of the slot's normalised progress (DL2's reward, per step)."""
+        base = len(self.types)
+        Q = np.zeros(3 * WINDOW + 1)
+        for i, v in enumerate(window):
+            if not am[3 * i:3 * i + 3].any():
+                continue
+            w, p = round(X[i, base + 4] * MAX_WORKERS), round(X[i, base + 5] * MAX_PS)
+            g0 = self._gain(v, w, p)
+            for k, (dw, dp) in enumerate(((1, 0), (0, 1), (1, 1))):
+                if am[3 * i + k]:
+                    Q[3 * i + k] = self._gain(v, w + dw, p + dp) - g0
+        return Q
+
     def _view(self, s: JobSpec, t: float, done: float, prev: tuple[int, int]) -> JobView:
         left = max(s.total_work - done, 0.0)
         return JobView(
@@ -505,7 +560,7 @@ class SlotEnv:
             remaining_hours=left / max(self.speed(s.application, 1, 1), _EPS) / 3600.0,
             worker_demand=s.worker_demand.as_array(), ps_demand=s.ps_demand.as_array(),
             max_workers=min(s.max_workers, MAX_WORKERS), min_workers=s.min_workers,
-            prev_workers=prev[0], prev_ps=prev[1])
+            prev_workers=prev[0], prev_ps=prev[1], app=s.application, total=s.total_work)
 
 
 # ---- training -------------------------------------------------------------------------------
@@ -520,12 +575,15 @@ class TrainConfig:
     gpus_per_node: int = 4
     slot: float = 600.0
     sl_traces: int = 24
-    sl_epochs: int = 30
+    sl_epochs: int = 20
     sl_lr: float = 3e-3
-    rl_iters: int = 60
-    rl_rollouts: int = 4
+    rl_iters: int = 40
+    rl_rollouts: int = 2
     rl_lr: float = 1e-3
-    entropy: float = 0.01
+    rl_passes: int = 8
+    rl_greedy: int = 1  # how many of the rollouts act greedily
+    entropy: float = 0.001
+    long_term: float = 0.0  # weight of the later slots' REINFORCE term (0: the slot's own only)
     gamma: float = 0.95
     hidden: int = 32
     val_traces: int = 4
@@ -611,26 +669,41 @@ def train_dl2(cfg: TrainConfig | None = None, perf=None,
         if progress:
             progress("sl", epoch + 1, cfg.sl_epochs, row)
 
+    net.reset_optimizer()  # SL's Adam moments would damp the first RL steps for long
     rl_seeds = [TRAIN_SEED_BASE + 100 + i for i in range(cfg.rl_iters)]
     for it, s in enumerate(rl_seeds):
         env = SlotEnv(_workload(cfg, s, perf), _capacity(cfg), perf, types, cfg.slot)
-        runs = [env.run(net_chooser(net, rng), record=True) for _ in range(cfg.rl_rollouts)]
+        # Rollouts: the greedy policy (the states it will meet when deployed) and sampled ones
+        # (exploration, and the later-slot returns for REINFORCE).
+        runs = [env.run(net_chooser(net, rng, greedy=k < cfg.rl_greedy), record=True)
+                for k in range(cfg.rl_rollouts)]
         returns = [_discounted(r["rewards"], cfg.gamma) for r in runs]
         longest = max(len(g) for g in returns)
         padded = np.zeros((len(returns), longest))
         for k, g in enumerate(returns):
             padded[k, :len(g)] = g
-        baseline = padded.mean(axis=0)
+        baseline = np.append(padded.mean(axis=0), 0.0)
         batch = Trajectory()
         adv: list[float] = []
         for r, g in zip(runs, returns):
+            g = np.append(g, 0.0)
             for k, traj in enumerate(r["trajectories"]):
                 batch.extend(traj)
-                adv += [g[k] - baseline[k]] * len(traj)
+                # The slot's own progress is credited exactly through Q; the later slots'
+                # return (against the mean of the rollouts) goes to the actions taken.
+                adv += [cfg.gamma * (g[k + 1] - baseline[k + 1])] * len(traj)
         A = np.array(adv)
         A = A / (A.std() + 1e-8)
         Xb, Gb, jmb, amb, ab = batch.arrays()
-        ent = net.policy_gradient(Xb, Gb, jmb, amb, ab, A, cfg.rl_lr, cfg.entropy) if len(ab) else 0.0
+        Qb = np.array(batch.Q)
+        ents = []
+        for _ in range(cfg.rl_passes):
+            order = rng.permutation(len(ab))
+            for start in range(0, len(ab), 512):
+                i = order[start:start + 512]
+                ents.append(net.actor_update(Xb[i], Gb[i], jmb[i], amb[i], Qb[i], ab[i], A[i],
+                                             cfg.rl_lr, cfg.entropy, cfg.long_term))
+        ent = float(np.mean(ents)) if ents else 0.0
         row = {"phase": "rl", "step": it + 1, "train_jct_h": float(np.mean(
             [r["avg_jct"] for r in runs])) / 3600.0, "reward": float(np.mean(
                 [r["rewards"].sum() for r in runs])), "entropy": ent,
