@@ -68,6 +68,9 @@ class Recorder:
             self.decisions.append(Decision(t, policy, type(o.action).__name__, o.action.job,
                                            o.action.reason, o.applied, o.detail))
 
+    def sample_due(self, now: float) -> bool:
+        return now - self._last_sample >= self.timeline_every
+
     def sample(self, state: ClusterState, policy: str, finished: Iterable) -> None:
         for job in finished:
             if job.state is JobState.COMPLETED:
@@ -105,6 +108,7 @@ class RoundReport:
     actions: int
     refused: int
     seconds: float
+    waits: int = 0  # Wait actions and refused ones: rounds that change nothing
 
 
 class Controller:
@@ -115,6 +119,8 @@ class Controller:
         self._pending_switch: Policy | None = None
         self._last_round: float | None = None
         self._known_finished: set[str] = set()
+        self._finished_seen = 0
+        self._idle_rounds = 0
         self.rounds = 0
         self.stalled: list[str] = []
 
@@ -144,7 +150,9 @@ class Controller:
         if self._last_round is None or self._force_round:
             return now
         candidates = []
-        nxt = self.backend.next_event_time()
+        # A backend may say which events can change a decision (a restart ending frees nothing).
+        nxt = (self.backend.next_decision_time() if hasattr(self.backend, "next_decision_time")
+               else self.backend.next_event_time())
         if nxt is not None:
             candidates.append(nxt)
         wake = self.policy.next_wakeup(self._last_state)
@@ -161,12 +169,26 @@ class Controller:
 
     _last_state: ClusterState | None = None
 
+    def _next_round_after_quiet_events(self, until: float | None = None) -> float | None:
+        """The next round's time, first playing out events that need no decision (a restart
+        ending) but may schedule ones that do (that job's completion)."""
+        while True:
+            t = self.next_round_time()
+            if not hasattr(self.backend, "next_decision_time"):
+                return t
+            ev = self.backend.next_event_time()
+            decisive = self.backend.next_decision_time()
+            quiet = ev is not None and (decisive is None or ev < decisive)
+            if not quiet or (t is not None and ev >= t) or (until is not None and ev > until):
+                return t
+            self.backend.advance(ev)
+
     def step(self) -> RoundReport | None:
         """Run one scheduling round (advancing the clock to it). None when the run is over."""
         self._take_switch()
         if self.backend.done():
             return None
-        t = self.next_round_time()
+        t = self._next_round_after_quiet_events()
         if t is None:
             self._handle_stall()
             return None
@@ -182,16 +204,25 @@ class Controller:
         outcomes = self.backend.apply(actions) if actions else []
         now = self.backend.now
         self.recorder.record_round(now, self.policy.name, outcomes)
-        state = self.backend.observe() if actions else state
+        if actions and self.recorder.sample_due(now):
+            state = self.backend.observe()
         self.recorder.sample(state, self.policy.name, self._newly_finished())
         self._last_round = now
         self._last_state = state
         self._force_round = False
         self.rounds += 1
         refused = sum(not o.applied for o in outcomes)
-        return RoundReport(now, self.policy.name, len(outcomes), refused, time.perf_counter() - t0)
+        waits = sum(isinstance(o.action, Wait) or not o.applied for o in outcomes)
+        return RoundReport(now, self.policy.name, len(outcomes), refused,
+                           time.perf_counter() - t0, waits)
 
     def _newly_finished(self) -> list:
+        log = getattr(self.backend, "finished", None)
+        if log is not None:  # the backend keeps a log of finished jobs: read only what is new
+            new = log[self._finished_seen:]
+            self._finished_seen = len(log)
+            self._known_finished.update(j.name for j in new)
+            return new
         jobs = getattr(self.backend, "jobs", {})
         out = []
         if len(self._known_finished) + len(getattr(self.backend, "active", {})) == len(jobs):
@@ -207,7 +238,7 @@ class Controller:
         """Run rounds until every job is done (or `until`, or `max_rounds`)."""
         n = 0
         while not self.backend.done():
-            t = self.next_round_time()
+            t = self._next_round_after_quiet_events(until)
             if t is None:
                 self._handle_stall()
                 break
@@ -215,8 +246,14 @@ class Controller:
                 self.backend.advance(until)
                 break
             self.backend.advance(t)
-            self.round()
+            report = self.round()
             n += 1
+            # A policy asking for rounds forever while nothing changes and nothing is due.
+            self._idle_rounds = 0 if report.actions > report.waits else self._idle_rounds + 1
+            if self._idle_rounds >= 3 and self.backend.next_event_time() is None and \
+                    not any(j.state.placed for j in self._last_state.active):
+                self._handle_stall()
+                break
             if progress is not None and n % 200 == 0:
                 progress(self.backend.now)
             if max_rounds is not None and n >= max_rounds:
@@ -247,6 +284,7 @@ class Controller:
         for name, policy in policies.items():
             twin = Controller(self.backend.fork(), policy)
             twin._known_finished = set(self._known_finished)
+            twin._finished_seen = self._finished_seen
             twin.run(until=until)
             runs[name] = twin
         return runs

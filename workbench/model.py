@@ -184,6 +184,8 @@ class ClusterState:
     node_up: np.ndarray
     jobs: dict[str, JobStatus]
     node_index: dict[str, int] = field(default_factory=dict)
+    # Waiting jobs (PENDING/HOLDING) in arrival order, when the backend keeps that queue.
+    queue: list[JobStatus] | None = None
 
     def __post_init__(self) -> None:
         if not self.node_index:
@@ -205,7 +207,11 @@ class ClusterState:
 
     @property
     def waiting(self) -> list[JobStatus]:
-        return [j for j in self.jobs.values() if j.state in (JobState.PENDING, JobState.HOLDING)]
+        """Jobs waiting to be placed (pending or holding), oldest arrival first."""
+        if self.queue is not None:
+            return list(self.queue)
+        jobs = [j for j in self.jobs.values() if j.state in (JobState.PENDING, JobState.HOLDING)]
+        return sorted(jobs, key=lambda j: (j.spec.arrival, j.name))
 
     @property
     def active(self) -> list[JobStatus]:

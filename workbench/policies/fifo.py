@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..model import Action, ClusterState, Place, Wait
+from ..model import Action, ClusterState, Place, Reject, Wait
 from .base import Policy, register
-from .common import by_arrival, reject_impossible, wait_reason
+from .common import cluster_signature, impossible, wait_reason
 from .placement import Ledger
 
 
@@ -18,16 +18,25 @@ class FifoPolicy(Policy):
         self.round_interval = round_interval
 
     def schedule(self, state: ClusterState) -> list[Action]:
-        actions, queue = reject_impossible(state, by_arrival(state.waiting))
+        queue = state.waiting  # oldest first
         if not queue:
-            return actions
+            return []
+        actions: list = []
+        signature = cluster_signature(state)
         ledger = Ledger(state)
         free_gpus = ledger.free[:, 2].sum()
         blocked_by = None
-        for pos, job in enumerate(queue):
+        pos = -1
+        for job in queue:
+            if (why := impossible(state, job, signature)) is not None:
+                actions.append(Reject(job.name, why))
+                continue
+            pos += 1
             n = job.spec.initial_workers
             if blocked_by is not None and not self.backfill:
-                if pos < 50 and job.reason != (r := f"waiting: behind {blocked_by} in FIFO order"):
+                if pos >= 50:
+                    break  # the rest keep their reason; no need to walk a long queue
+                if job.reason != (r := f"waiting: behind {blocked_by} in FIFO order"):
                     actions.append(Wait(job.name, r))
                 continue
             if job.spec.worker_demand.gpu * n > free_gpus + 1e-9:  # quick reject, no search

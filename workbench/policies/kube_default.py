@@ -1,12 +1,13 @@
 """The default Kubernetes scheduler, pod by pod: filter feasible nodes, score by least
-allocated, bind. No gang: a job's placed pods hold their resources while the rest wait,
-which is how a real cluster can deadlock two half-placed distributed jobs."""
+allocated, bind. Pods queue by creation time, so the pods of jobs submitted together
+interleave. No gang: a job's placed pods hold their resources while the rest wait, which
+is how a real cluster deadlocks two half-placed distributed jobs."""
 
 from __future__ import annotations
 
 from ..model import Action, ClusterState, JobState, Place, Wait
 from .base import Policy, register
-from .common import by_arrival, reject_impossible
+from .common import reject_impossible
 from .placement import Ledger
 
 
@@ -16,33 +17,47 @@ class KubeDefaultPolicy(Policy):
         self.round_interval = round_interval
 
     def schedule(self, state: ClusterState) -> list[Action]:
-        actions, queue = reject_impossible(state, by_arrival(state.waiting))
+        actions, queue = reject_impossible(state, state.waiting)
         ledger = Ledger(state)
+        # The scheduling queue: one entry per unbound pod, by (creation time, index in job).
+        pods = []
         for job in queue:
             spec = job.spec
-            want = [("worker", spec.worker_demand, spec.initial_workers - job.num_workers),
-                    ("ps", spec.ps_demand, spec.num_ps - job.num_ps)]
-            placed: dict[str, dict[str, int]] = {"worker": {}, "ps": {}}
-            unplaced = 0
-            for role, demand, count in want:
-                for _ in range(max(count, 0)):
-                    node = ledger.spread_one(demand)
-                    if node is None:
-                        unplaced += 1
-                        continue
-                    placed[role][node] = placed[role].get(node, 0) + 1
-                    ledger.take({node: 1}, demand)
-            n_placed = sum(placed["worker"].values()) + sum(placed["ps"].values())
-            if n_placed:
-                held = job.num_workers + job.num_ps + n_placed
-                total = spec.initial_workers + spec.num_ps
-                why = ("bound: all pods placed (least-allocated nodes)" if not unplaced else
-                       f"holding: {held}/{total} pods bound, {unplaced} pending: no node has room")
-                actions.append(Place(job.name, why, placed["worker"], placed["ps"], partial=True))
-            elif unplaced:
-                held = job.num_workers + job.num_ps
-                why = (f"waiting: {unplaced} pods pending, no node has room" if not held else
-                       f"holding: {held} pods bound, {unplaced} pending: no node has room")
+            for k in range(max(spec.num_ps - job.num_ps, 0)):
+                pods.append((spec.arrival, k, job.name, "ps"))
+            for k in range(max(spec.initial_workers - job.num_workers, 0)):
+                pods.append((spec.arrival, spec.num_ps + k, job.name, "worker"))
+        pods.sort()
+        by_name = {j.name: j for j in queue}
+        placed: dict[str, dict[str, dict[str, int]]] = {}
+        unplaced: dict[str, int] = {}
+        full = {"worker": False, "ps": False}  # once a pod shape fits nowhere, skip its kind
+        last_demand: dict = {}
+        for _, _, name, role in pods:
+            job = by_name[name]
+            demand = job.spec.worker_demand if role == "worker" else job.spec.ps_demand
+            node = None if full[role] and demand == last_demand.get(role) else ledger.spread_one(demand)
+            if node is None:
+                unplaced[name] = unplaced.get(name, 0) + 1
+                full[role], last_demand[role] = True, demand
+                continue
+            roles = placed.setdefault(name, {"worker": {}, "ps": {}})
+            roles[role][node] = roles[role].get(node, 0) + 1
+            ledger.take({node: 1}, demand)
+        for job in queue:
+            spec = job.spec
+            total = spec.initial_workers + spec.num_ps
+            got = placed.get(job.name)
+            missing = unplaced.get(job.name, 0)
+            held = job.num_workers + job.num_ps
+            if got:
+                n = sum(got["worker"].values()) + sum(got["ps"].values())
+                why = ("bound: all pods placed (least-allocated nodes)" if not missing else
+                       f"holding: {held + n}/{total} pods bound, {missing} pending: no node has room")
+                actions.append(Place(job.name, why, got["worker"], got["ps"], partial=True))
+            elif missing:
+                why = (f"waiting: {missing} pods pending, no node has room" if not held else
+                       f"holding: {held}/{total} pods bound, {missing} pending: no node has room")
                 if why != job.reason and job.state in (JobState.PENDING, JobState.HOLDING):
                     actions.append(Wait(job.name, why))
         return actions

@@ -103,6 +103,9 @@ class SimBackend:
         self._next_arrival = 0
         self.jobs: dict[str, JobStatus] = {}  # every arrived job, finished ones included
         self.active: dict[str, JobStatus] = {}  # arrived and not finished
+        self.finished: list[JobStatus] = []  # in the order they completed or were rejected
+        self._queue: dict[str, JobStatus] = {}  # waiting jobs, kept in arrival order
+        self._queue_unsorted = False
         self._running: dict[str, JobStatus] = {}  # state RUNNING: progress advancing
         self._held: dict[str, _Held] = {}
         self._progress_time: dict[str, float] = {}  # when progress was last brought up to date
@@ -149,7 +152,22 @@ class SimBackend:
             now=self._now, nodes=self.nodes, capacity=self.capacity.copy(),
             allocated=self.allocated.copy(), gpu_free=self.gpu_free.copy(),
             node_up=self.node_up.copy(), jobs=self.active, node_index=self.node_index,
+            queue=self._waiting_in_order(),
         )
+
+    def _waiting_in_order(self) -> list[JobStatus]:
+        if self._queue_unsorted:
+            order = sorted(self._queue.values(), key=lambda j: (j.spec.arrival, j.name))
+            self._queue = {j.name: j for j in order}
+            self._queue_unsorted = False
+        return list(self._queue.values())
+
+    def _enqueue(self, job: JobStatus) -> None:
+        if job.name not in self._queue:
+            last = next(reversed(self._queue.values()), None) if self._queue else None
+            self._queue[job.name] = job
+            if last is not None and (last.spec.arrival, last.name) > (job.spec.arrival, job.name):
+                self._queue_unsorted = True
 
     def next_event_time(self) -> float | None:
         times = []
@@ -159,6 +177,18 @@ class SimBackend:
             self._drop_stale(heap)
             if heap:
                 times.append(heap[0][0])
+        if self._faults:
+            times.append(self._faults[0][0])
+        return min(times) if times else None
+
+    def next_decision_time(self) -> float | None:
+        """Like next_event_time, without restart ends: those change no free resources."""
+        times = []
+        if self._next_arrival < len(self._specs):
+            times.append(self._specs[self._next_arrival].arrival)
+        self._drop_stale(self._completions)
+        if self._completions:
+            times.append(self._completions[0][0])
         if self._faults:
             times.append(self._faults[0][0])
         return min(times) if times else None
@@ -218,6 +248,7 @@ class SimBackend:
                             reason="waiting: arrived, not yet scheduled")
             self.jobs[spec.name] = job
             self.active[spec.name] = job
+            self._enqueue(job)
             self._version[spec.name] = 0
         while self._faults and self._faults[0][0] <= t:
             _, _, kind, node = heapq.heappop(self._faults)
@@ -276,6 +307,7 @@ class SimBackend:
         job.reason = "completed"
         self._record_history(job, force=True)
         del self.active[job.name]
+        self.finished.append(job)
 
     def _fail(self, node: str) -> None:
         i = self.node_index[node]
@@ -288,6 +320,7 @@ class SimBackend:
             job.progress = min(job.progress, self._checkpoint.get(job.name, 0.0))
             self._release(job)
             job.state = JobState.PENDING
+            self._enqueue(job)
             job.reason = f"waiting: node {node} failed; resumes from checkpoint at {job.progress:,.0f} iterations"
         self.node_up[i] = False
 
@@ -350,11 +383,12 @@ class SimBackend:
         job.attained_service += dt * job.spec.worker_demand.gpu * job.num_workers
         self._progress_time[job.name] = self._now
         if self.checkpoint_interval > 0:
-            run = self._now - (job.last_start or self._now)
+            start = self._now if job.last_start is None else job.last_start
+            run = self._now - start
             if run >= self.checkpoint_interval:
                 # Checkpoints are taken every interval of training since the last start.
                 k = run // self.checkpoint_interval
-                at = (job.last_start or 0.0) + k * self.checkpoint_interval
+                at = start + k * self.checkpoint_interval
                 self._checkpoint[job.name] = max(self._checkpoint.get(job.name, 0.0),
                                                  job.progress - job.throughput * (self._now - at))
         self._record_history(job)
@@ -392,10 +426,12 @@ class SimBackend:
                 self._sync(job)
                 self._release(job)
             job.state = JobState.REJECTED
+            self._queue.pop(job.name, None)
             job.finish_time = self._now
             job.reason = action.reason
             self._bump(job)
             del self.active[job.name]
+            self.finished.append(job)
             return ""
         if isinstance(action, Suspend):
             if not job.state.placed:
@@ -403,6 +439,7 @@ class SimBackend:
             self._sync(job)
             self._release(job)
             job.state = JobState.PENDING
+            self._enqueue(job)
             job.reason = action.reason
             return ""
         if isinstance(action, Place):
@@ -473,6 +510,7 @@ class SimBackend:
 
     def _begin_restart(self, job: JobStatus, count: bool = True, delay: float | None = None) -> None:
         self._stop_running(job)
+        self._queue.pop(job.name, None)
         job.throughput = 0.0
         job.state = JobState.RESTARTING
         delay = self.restart_delay if delay is None else delay

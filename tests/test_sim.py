@@ -1,0 +1,169 @@
+"""The simulator's mechanics on hand-built cases: rates, restart delay, gangs, faults,
+refusals, live policy switching and what-if forks."""
+
+from __future__ import annotations
+
+import pytest
+
+from workbench.clusters import make_cluster
+from workbench.control import Controller
+from workbench.model import JobSpec, JobState, Migrate, Place, Scale, Suspend
+from workbench.perf import default_perf
+from workbench.policies import make_policy
+from workbench.sim import Fault, SimBackend
+
+PERF = default_perf()
+
+
+def job(name, arrival=0.0, workers=2, work=None, app="cifar10", bsz=512, **kw):
+    total = work if work is not None else PERF.total_iterations(app, bsz) / 20
+    return JobSpec(name, app, arrival, total, bsz, initial_workers=workers, min_workers=1,
+                   max_workers=max(workers, 8), **kw)
+
+
+def test_job_runs_at_the_modelled_rate_after_the_restart_delay():
+    spec = job("a", workers=4)
+    b = SimBackend(make_cluster(2, 4), [spec], restart_delay=30)
+    b.advance(0)
+    out = b.apply([Place("a", "test", {"node-00": 4})])
+    assert out[0].applied
+    rate = PERF.iteration_rate(spec, {"node-00": 4}, {})
+    b.advance(1e9)
+    j = b.jobs["a"]
+    assert j.state is JobState.COMPLETED
+    assert j.finish_time == pytest.approx(30 + spec.total_work / rate, rel=1e-9)
+
+
+def test_spreading_over_nodes_is_slower_as_measured():
+    spec = job("a", workers=4)
+    packed = PERF.iteration_rate(spec, {"n0": 4}, {})
+    spread = PERF.iteration_rate(spec, {"n0": 1, "n1": 1, "n2": 1, "n3": 1}, {})
+    assert spread < packed
+
+
+def test_over_allocation_is_refused_with_a_reason():
+    b = SimBackend(make_cluster(1, 4), [job("a", workers=4), job("b", workers=2)])
+    b.advance(0)
+    ok, refused = b.apply([Place("a", "t", {"node-00": 4}), Place("b", "t", {"node-00": 2})])
+    assert ok.applied and not refused.applied
+    assert "does not fit on node-00" in refused.detail
+    assert b.allocated[0, 2] == 4
+
+
+def test_gang_place_must_respect_worker_range():
+    b = SimBackend(make_cluster(2, 4), [job("a", workers=2)])
+    b.advance(0)
+    (o,) = b.apply([Place("a", "t", {"node-00": 4, "node-01": 4, "x": 0}) ])
+    assert o.applied  # 8 workers = max_workers
+    b2 = SimBackend(make_cluster(3, 4), [job("a", workers=2)])
+    b2.advance(0)
+    (o2,) = b2.apply([Place("a", "t", {"node-00": 4, "node-01": 4, "node-02": 1})])
+    assert not o2.applied and "outside" in o2.detail
+
+
+def test_scale_and_migrate_cost_a_restart_and_keep_progress():
+    spec = job("a", workers=2, work=1e7)
+    b = SimBackend(make_cluster(2, 4), [spec], restart_delay=30)
+    b.advance(0)
+    b.apply([Place("a", "t", {"node-00": 2})])
+    b.advance(1000)
+    before = b.observe().jobs["a"].progress
+    assert before > 0
+    (o,) = b.apply([Scale("a", "grow", {"node-00": 4})])
+    assert o.applied
+    j = b.jobs["a"]
+    assert j.state is JobState.RESTARTING and j.restarts == 1 and j.progress == before
+    b.advance(1020)
+    assert b.observe().jobs["a"].progress == before  # still in the restart delay
+    b.advance(1100)
+    assert b.observe().jobs["a"].progress > before
+    (m,) = b.apply([Migrate("a", "move", {"node-01": 4})])
+    assert m.applied and b.jobs["a"].nodes == {"node-01"}
+    (bad,) = b.apply([Migrate("a", "move", {"node-00": 2})])
+    assert not bad.applied and "keeps the task counts" in bad.detail
+
+
+def test_node_failure_sends_jobs_back_with_checkpointed_progress():
+    spec = job("a", workers=4, work=1e8)
+    b = SimBackend(make_cluster(2, 4), [spec], restart_delay=0, checkpoint_interval=600,
+                   faults=[Fault(1000, "node-00", duration=500)])
+    b.advance(0)
+    b.apply([Place("a", "t", {"node-00": 4})])
+    rate = PERF.iteration_rate(spec, {"node-00": 4}, {})
+    b.advance(1000)
+    j = b.jobs["a"]
+    assert j.state is JobState.PENDING and not j.workers
+    assert j.progress == pytest.approx(600 * rate)  # last checkpoint at 600 s of training
+    assert not b.observe().node_up[0]
+    (o,) = b.apply([Place("a", "t", {"node-00": 4})])
+    assert not o.applied and "down" in o.detail
+    b.advance(1500)
+    assert b.observe().node_up[0]
+
+
+def test_suspend_returns_resources_and_queue_keeps_arrival_order():
+    b = SimBackend(make_cluster(1, 4), [job("a", 0, 4, work=1e7), job("b", 10, 4)])
+    b.advance(10)
+    b.apply([Place("a", "t", {"node-00": 4})])
+    assert [j.name for j in b.observe().waiting] == ["b"]
+    b.apply([Suspend("a", "preempted")])
+    assert [j.name for j in b.observe().waiting] == ["a", "b"]
+    assert b.allocated.sum() == 0
+
+
+def test_policy_switch_mid_run_loses_and_restarts_nothing():
+    jobs = [job(f"j{i}", arrival=i * 120.0, workers=1 + i % 4) for i in range(12)]
+    b = SimBackend(make_cluster(2, 4), jobs)
+    c = Controller(b, make_policy("fifo"))
+    c.run(until=900)
+    running = {n: (dict(j.workers), j.restarts) for n, j in b.active.items() if j.state.placed}
+    assert running
+    c.switch(make_policy("tiresias"))
+    c.step()
+    assert c.policy.name == "tiresias" and c.recorder.switches[-1][1:] == ("fifo", "tiresias")
+    # The switch itself touches no job: placements and restart counts are as they were.
+    for name, (workers, restarts) in running.items():
+        j = b.jobs[name]
+        if j.state.placed:
+            assert j.restarts == restarts
+    c.run()
+    assert len(b.finished) == len(jobs)
+
+
+def test_what_if_forks_do_not_touch_the_live_run():
+    jobs = [job(f"j{i}", arrival=i * 60.0, workers=2) for i in range(10)]
+    b = SimBackend(make_cluster(2, 4), jobs)
+    c = Controller(b, make_policy("fifo"))
+    c.run(until=600)
+    now, done = b.now, len(b.finished)
+    runs = c.what_if({"fifo": make_policy("fifo"), "tiresias": make_policy("tiresias")})
+    assert b.now == now and len(b.finished) == done
+    for name, twin in runs.items():
+        assert twin.backend.done() and len(twin.backend.finished) == len(jobs)
+
+
+def test_kube_default_holds_partial_gangs_and_the_controller_reports_the_deadlock():
+    # Two 4-worker jobs on 6 GPUs: pod-by-pod binding gives each 3 GPUs; neither can start.
+    jobs = [job("a", 0, 4, work=1e6), job("b", 0, 4, work=1e6)]
+    b = SimBackend(make_cluster(2, 3), jobs)
+    c = Controller(b, make_policy("kube-default"))
+    c.run()
+    assert sorted(c.stalled) == ["a", "b"]
+    assert all(j.state is JobState.REJECTED and j.reason.startswith("stalled") for j in b.jobs.values())
+    # The gang-aware FIFO finishes both on the same cluster.
+    b2 = SimBackend(make_cluster(2, 3), jobs)
+    c2 = Controller(b2, make_policy("fifo"))
+    c2.run()
+    assert all(j.state is JobState.COMPLETED for j in b2.jobs.values())
+
+
+def test_fractional_gpu_tasks_share_one_gpu():
+    from workbench.model import Resources
+
+    specs = [JobSpec(f"s{i}", "ncf", 0, 1000, 256, worker_demand=Resources(2, 4, 0.25)) for i in range(4)]
+    b = SimBackend(make_cluster(1, 2), specs)
+    b.advance(0)
+    out = b.apply([Place(s.name, "t", {"node-00": 1}) for s in specs])
+    assert all(o.applied for o in out)
+    state = b.observe()
+    assert sorted(state.gpu_free[0].tolist()) == [0.0, 1.0]  # best fit: all four on one GPU
