@@ -5,16 +5,24 @@ Each round every active job gets a forecast (`workbench.forecast`): the work it 
 rate at each size (the model's, scaled by what was measured for it) and the uncertainty.
 
 - Scheduling (`scheduling=True`): jobs that can still meet their deadline go first, least
-  slack first (slack = deadline - now - predicted run time); a job that cannot meet it at any
-  allowed size becomes best effort: it runs only on resources nobody with a reachable
-  deadline needs, and is preempted (keeping its progress) when such a job needs them.
-  With `reject_late=True` it is rejected instead. Off: arrival order, no preemption, no
-  best-effort class (a gang FIFO with backfill, the default scheduler's order).
-- Autoscaling (`autoscaling=True`): a job starts with the fewest workers predicted to meet
-  its deadline at the high end of the forecast's band; a running job predicted to miss it is
+  slack first (slack = deadline - now - predicted run time). Best effort (run only on
+  resources nobody with a reachable deadline needs, preempted with progress kept when such a
+  job needs them): a job that cannot meet its deadline at any allowed size (`reject_late=True`
+  rejects it instead), a job without a deadline, and a "heavy" job whose deadline is
+  reachable only by holding more than `max_share` of the cluster's capacity over its deadline
+  window (at least `share_window`): to maximise the number of deadlines met, one job that
+  would crowd out many does not go first (Moore-Hodgson's rule in spirit). Off: arrival
+  order, no preemption, no best-effort class (a gang FIFO with backfill).
+- Autoscaling (`autoscaling=True`): a waiting job starts at its submitted size if that meets
+  its deadline at the high end of the forecast's band, else at the fewest workers that do
+  (`sizing="fewest"`: always the fewest, the paper's rule taken literally); if that size does
+  not fit now, with fewer workers that still meet it; a running job predicted to miss it is
   scaled up to the fewest that would meet it; a running job ahead of its deadline is scaled
-  down to the fewest that still meet it when another job needs the resources (and the
-  reason says for whom). Off: every job runs at its submitted size.
+  down to the fewest that still meet it when another job needs the room (the reason says for
+  whom). `use_idle=True` also gives idle resources to running jobs that gain at least
+  `min_speedup` (they shrink back when needed); measured to cost more restarts than it wins,
+  so off by default. Off: every job runs at its submitted size.
+- No job is rescaled twice within `min_rescale_interval` (each rescale is a restart).
 
 Every decision carries a reason with the numbers behind it. `engine_view()` returns each
 job's forecast, class and planned size, and the recent scaling decisions, for the UI.
@@ -46,6 +54,8 @@ from .common import reject_impossible, wait_reason
 from .placement import Ledger
 
 ON_TRACK, AT_RISK, LATE, NO_DEADLINE = "on-track", "at-risk", "late", "no-deadline"
+HEAVY = "heavy"  # reachable deadline, but would hold more than `max_share` of the cluster
+BEST_EFFORT = (LATE, NO_DEADLINE, HEAVY)
 
 
 def hours(seconds: float) -> str:
@@ -111,11 +121,14 @@ class QosPolicy(Policy):
                  round_interval: float = 60.0, confidence: float = 0.9,
                  restart_delay: float = 30.0, min_rescale_interval: float = 300.0,
                  reject_late: bool = False, history: int = 200,
-                 max_quiet: float = 1800.0, use_idle: bool = True,
-                 min_speedup: float = 0.15, sizing: str = "elastic") -> None:
+                 max_quiet: float = 1800.0, use_idle: bool = False,
+                 min_speedup: float = 0.15, sizing: str = "elastic",
+                 max_share: float | None = 0.5, share_window: float = 6 * 3600.0) -> None:
         if sizing not in ("elastic", "fewest"):
             raise ValueError(f"qos: sizing must be 'elastic' or 'fewest', got {sizing!r}")
         self.sizing = sizing
+        self.max_share = max_share
+        self.share_window = share_window
         self.scheduling = bool(scheduling)
         self.autoscaling = bool(autoscaling)
         self.round_interval = round_interval
@@ -128,6 +141,7 @@ class QosPolicy(Policy):
         self.min_speedup = min_speedup
         self._events: deque[dict[str, Any]] = deque(maxlen=history)
         self._view_args: tuple[float, dict[str, Plan]] = (0.0, {})
+        self._max_cache: dict[tuple, int] = {}
 
     def reset(self) -> None:
         self._events.clear()
@@ -137,6 +151,8 @@ class QosPolicy(Policy):
         now, plans = self._view_args
         if state is None or not state.active:
             return None
+        if not self._acted and not any(j.state.placed for j in state.active):
+            return None  # nothing runs and nothing was decided: let the controller see a stall
         times = [now + self.max_quiet]
         for p in plans.values():
             job = p.job
@@ -157,7 +173,9 @@ class QosPolicy(Policy):
 
     def _plan(self, state: ClusterState, job: JobStatus, f: Forecast) -> Plan:
         spec = job.spec
-        rates = self.forecaster.rate_table(state, spec) * f.rate_scale
+        # Sizes beyond what the whole cluster holds are never planned.
+        rates = (self.forecaster.rate_table(state, spec) * f.rate_scale)[
+            : self._cluster_max(state, spec) + 1]
         running = job.state in (JobState.RUNNING, JobState.RESTARTING)
         current = job.num_workers if running else None
         submitted = current if current is not None else spec.initial_workers
@@ -175,7 +193,8 @@ class QosPolicy(Policy):
                 job, rates, f.remaining, time_left, 0.0, 0.0, self.restart_delay, current)
         else:
             pay = 0.0 if current is not None else self.restart_delay
-            t = f.remaining / rates[submitted] if rates[submitted] > 0 else float("inf")
+            r = rates[submitted] if submitted < len(rates) else 0.0
+            t = f.remaining / r if r > 0 else float("inf")
             safe = submitted if t * (1 + z * f.rel_error) + pay <= time_left else None
             median = submitted if t + pay <= time_left else None
         size = safe if safe is not None else median
@@ -183,13 +202,18 @@ class QosPolicy(Policy):
             return Plan(job, f, rates, LATE, None, -float("inf"), None, -float("inf"),
                         time_left, 1 + z * f.rel_error, self.restart_delay)
         if self.autoscaling and self.sizing == "elastic" and current is None:
-            size = max(size, min(submitted, spec.max_workers))  # the user's size unless short
+            size = max(size, min(submitted, len(rates) - 1))  # the user's size unless short
         pay = 0.0 if size == current else self.restart_delay
         slack = time_left - pay - f.remaining / max(rates[size], 1e-12)
         safe_slack = time_left - pay - f.remaining * (1 + z * f.rel_error) / max(rates[size], 1e-12)
         cls = ON_TRACK if safe is not None else AT_RISK
         if current is not None and cls == ON_TRACK and safe is not None and safe > current:
             cls = AT_RISK  # on track only after a scale-up
+        if self.scheduling and self.max_share is not None and time_left > 0:
+            share = size * (f.remaining / max(rates[size], 1e-12)) / (
+                max(self._cluster_max(state, spec), 1) * max(time_left, self.share_window))
+            if share > self.max_share:
+                cls = HEAVY
         return Plan(job, f, rates, cls, size, slack, safe, safe_slack, time_left,
                     1 + z * f.rel_error, self.restart_delay)
 
@@ -231,13 +255,19 @@ class QosPolicy(Policy):
                     requests.append((p, p.size))
         best_effort: list[Plan] = []
         for p in waiting:
-            if self.scheduling and (p.cls == LATE or p.cls == NO_DEADLINE):
+            cap = len(p.rates) - 1
+            if not self.autoscaling and p.job.spec.initial_workers > cap:
+                actions.append(Reject(p.job.name, f"rejected: needs"
+                                      f" {units(p.job, p.job.spec.initial_workers)} at its submitted"
+                                      f" size, the whole cluster holds {units(p.job, cap)}"))
+                continue
+            if self.scheduling and p.cls in BEST_EFFORT:
                 if p.cls == LATE and self.reject_late and p.job.state is JobState.PENDING:
                     actions.append(Reject(p.job.name, self._late_text(p, "rejected")))
                 else:
                     best_effort.append(p)
             else:
-                requests.append((p, p.size or p.job.spec.initial_workers))
+                requests.append((p, p.size or min(p.job.spec.initial_workers, cap)))
         if self.scheduling:
             requests.sort(key=lambda r: (r[0].slack, r[0].job.spec.arrival, r[0].job.name))
         else:
@@ -285,10 +315,14 @@ class QosPolicy(Policy):
         best_effort.sort(key=lambda p: (p.job.spec.arrival, p.job.name))
         for p in best_effort:
             job = p.job
-            size = job.spec.initial_workers
+            size = min(job.spec.initial_workers, len(p.rates) - 1) if self.autoscaling else \
+                job.spec.initial_workers
+            if p.cls == HEAVY and p.size is not None:
+                size = p.size
             placement = ledger.place_gang(job, size)
             if placement is None:
-                why = self._late_text(p, "waiting") if p.cls == LATE else None
+                why = (self._late_text(p, "waiting") if p.cls == LATE else
+                       self._heavy_text(p, size, "waiting") if p.cls == HEAVY else None)
                 if why is None:
                     w = wait_reason(ledger, job, size, pos, "best effort: no deadline")
                     pos += 1
@@ -301,9 +335,11 @@ class QosPolicy(Policy):
             ledger.take(workers, job.spec.worker_demand)
             ledger.take(ps, job.spec.ps_demand)
             text = (self._late_text(p, "started") if p.cls == LATE else
+                    self._heavy_text(p, size, "started") if p.cls == HEAVY else
                     f"started with {size} workers: no deadline, best effort on idle resources")
             actions.append(Place(job.name, text, workers, ps))
         self._view_args = (state.now, plans)
+        self._acted = any(not isinstance(a, Wait) for a in actions)
         return actions
 
     # ---- growing, shrinking, preempting ---------------------------------------------------
@@ -428,14 +464,15 @@ class QosPolicy(Policy):
             victims = [q for q in plans.values()
                        if q.job.name not in changed and q.job.name != job.name
                        and q.job.state in (JobState.RUNNING, JobState.RESTARTING)
-                       and (q.cls == LATE or q.cls == NO_DEADLINE)]
-            victims.sort(key=lambda q: (q.cls != LATE, -q.job.spec.arrival))
+                       and q.cls in BEST_EFFORT]
+            victims.sort(key=lambda q: (BEST_EFFORT.index(q.cls), -q.job.spec.arrival))
             for q in victims:
                 ledger.give_back(q.job.workers, q.job.spec.worker_demand)
                 ledger.give_back(q.job.ps, q.job.spec.ps_demand)
                 undo.append((q.job.workers, q.job.spec.worker_demand))
                 undo.append((q.job.ps, q.job.spec.ps_demand))
-                why = ("its deadline is out of reach" if q.cls == LATE else "it has no deadline")
+                why = {LATE: "its deadline is out of reach", NO_DEADLINE: "it has no deadline",
+                       HEAVY: "it holds a large share of the cluster (best effort)"}[q.cls]
                 acts.append((q, Suspend(q.job.name, f"preempted (progress kept): {why};"
                                         f" {job.name} needs {need_text} to meet its deadline")))
                 placement = fits()
@@ -457,8 +494,14 @@ class QosPolicy(Policy):
         job = p.job
         if p.cls == NO_DEADLINE:
             return f"started with {size} workers: no deadline, in arrival order"
-        how = ("the fewest predicted to meet its deadline" if self.autoscaling
-               else "its submitted size")
+        if not self.autoscaling or size == job.spec.initial_workers:
+            how = "its submitted size"
+        elif size == p.safe_size:
+            how = "the fewest predicted to meet its deadline"
+        elif size < job.spec.initial_workers:
+            how = f"fewer than its {job.spec.initial_workers}: what is free, still meets it"
+        else:
+            how = f"more than its {job.spec.initial_workers}: needed to meet it"
         order = "least slack first" if self.scheduling else "arrival order"
         risk = "" if p.cls == ON_TRACK else "; at risk: meets it only at the median forecast"
         return (f"started with {size} workers ({how}; {order}): predicted run"
@@ -484,6 +527,31 @@ class QosPolicy(Policy):
                 f" {hours(max(spec.deadline - self._now, 0.0))} left{tail}")
 
     _now = 0.0
+    _acted = True
+    max_share: float | None = 0.5
+
+    def _heavy_text(self, p: Plan, size: int, verb: str) -> str:
+        job = p.job
+        tail = ("; runs on idle resources, preemptible" if verb == "started" else
+                "; jobs that need less of the cluster go first")
+        return (f"{verb} as best effort: would hold {units(job, size)} for"
+                f" {hours(p.run_time(size))}, more than {self.max_share:.0%} of the cluster"
+                f" until its deadline in {hours(job.spec.deadline - self._now)}{tail}")
+
+    def _cluster_max(self, state: ClusterState, spec) -> int:
+        """Most workers of this job the whole (empty) cluster holds."""
+        d = spec.worker_demand
+        key = (state.capacity.shape, d.cpu, d.mem, d.gpu, int(state.node_up.sum()))
+        hit = self._max_cache.get(key)
+        if hit is None:
+            arr = d.as_array()
+            cap = state.capacity[state.node_up]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                per = np.where(arr > 0, np.floor(cap / np.where(arr > 0, arr, 1.0) + 1e-9), np.inf)
+            n = per.min(axis=1)
+            hit = int(min(n[np.isfinite(n)].sum() if np.isfinite(n).any() else 10**6, 10**6))
+            self._max_cache[key] = hit
+        return max(hit, 0)
 
     def _note(self, now: float, job: str, old: int, new: int, reason: str) -> None:
         self._events.append({"time": now, "job": job, "from": old, "to": new, "reason": reason})
@@ -503,7 +571,7 @@ class QosPolicy(Policy):
 
     def engine_view(self) -> dict[str, Any]:
         """Per job: forecast (finish, band, P(meet deadline), min workers), class (on-track,
-        at-risk, late, no-deadline), planned and current workers; plus recent scalings."""
+        at-risk, late, heavy, no-deadline), planned and current workers; recent scalings."""
         return self._make_view(*self._view_args)
 
 
