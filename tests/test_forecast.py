@@ -51,7 +51,11 @@ def _replay(jobs, nodes, perf, watch, step=120.0):
     t = 0.0
     while not backend.done():
         t += step
-        controller.run(until=t)
+        # Rounds by hand up to t (not run(until=t): it can take a pending restart for a stall).
+        while (nxt := controller.next_round_time()) is not None and nxt <= t:
+            backend.advance(nxt)
+            controller.round()
+        backend.advance(t)
         state = backend.observe()
         if watch in state.jobs:
             job = state.jobs[watch]
