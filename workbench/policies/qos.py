@@ -315,10 +315,7 @@ class QosPolicy(Policy):
         best_effort.sort(key=lambda p: (p.job.spec.arrival, p.job.name))
         for p in best_effort:
             job = p.job
-            size = min(job.spec.initial_workers, len(p.rates) - 1) if self.autoscaling else \
-                job.spec.initial_workers
-            if p.cls == HEAVY and p.size is not None:
-                size = p.size
+            size = self._best_effort_size(p)
             placement = ledger.place_gang(job, size)
             if placement is None:
                 why = (self._late_text(p, "waiting") if p.cls == LATE else
@@ -529,6 +526,14 @@ class QosPolicy(Policy):
     _now = 0.0
     _acted = True
     max_share: float | None = 0.5
+
+    def _best_effort_size(self, p: Plan) -> int:
+        """Workers for a best-effort start: its submitted size (within the cluster), or for a
+        heavy job the size that would still meet its deadline."""
+        if p.cls == HEAVY and p.size is not None:
+            return p.size
+        initial = p.job.spec.initial_workers
+        return min(initial, len(p.rates) - 1) if self.autoscaling else initial
 
     def _heavy_text(self, p: Plan, size: int, verb: str) -> str:
         job = p.job
