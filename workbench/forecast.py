@@ -44,6 +44,7 @@ import math
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 from scipy.special import ndtr, ndtri
@@ -302,7 +303,7 @@ class Forecaster:
     def _rate_spread(job: JobStatus) -> float | None:
         """Relative standard error of the rate over recent history intervals (None: < 2)."""
         h = job.history[-(HISTORY_WINDOW + 1):]
-        rates = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in zip(h, h[1:])
+        rates = [(b[1] - a[1]) / (b[0] - a[0]) for a, b in pairwise(h)
                  if b[0] > a[0] and b[1] > a[1]]
         n = len(rates)
         if n < 2:
@@ -507,7 +508,21 @@ def _increases(perf, app: str) -> bool:
 def forecast(state: ClusterState, perf=None, *, order: Sequence[str] | None = None,
              restart_delay: float = 30.0, confidence: float = 0.9) -> dict[str, Forecast]:
     """{job name: Forecast} for every active job of `state`. See the module docstring."""
-    return Forecaster(perf, restart_delay=restart_delay, confidence=confidence).run(state, order)
+    if perf is None:
+        from .perf import default_perf
+
+        perf = default_perf()
+    key = (id(perf), restart_delay, confidence)
+    fc = _FORECASTERS.get(key)
+    if fc is None or fc.perf is not perf:  # reuse caches (rates, fits) across calls
+        if len(_FORECASTERS) > 8:
+            _FORECASTERS.clear()
+        fc = _FORECASTERS[key] = Forecaster(perf, restart_delay=restart_delay,
+                                            confidence=confidence)
+    return fc.run(state, order)
+
+
+_FORECASTERS: dict[tuple, Forecaster] = {}
 
 
 __all__ = [
