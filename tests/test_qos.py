@@ -177,3 +177,45 @@ def test_bad_option_is_a_clear_error():
         make_policy("qos", sizing="most")
     assert np.isfinite(_job("x", deadline_factor=2.0).deadline)
     assert Resources(cpu=4).gpu == 0
+
+
+# ---- dqoes ---------------------------------------------------------------------------------
+
+
+def test_dqoes_satisfies_more_models_than_kube_default_and_counts_them():
+    from workbench.bench.dqoes import qoe_workload, satisfied
+
+    jobs = qoe_workload(0, share=0.25)
+    assert all(j.target_metric is not None and j.deadline is not None for j in jobs)
+    nodes = cluster(4)
+    base = run_policy(nodes, jobs, "kube-default")
+    policy = make_policy("dqoes")
+    r = run_policy(nodes, jobs, policy)
+    assert satisfied(r) > satisfied(base)
+    view = policy.engine_view()
+    assert view["engine"] == "dqoes"
+    assert view["qoe"]["satisfied"] == satisfied(r)
+    assert view["qoe"]["satisfied"] + view["qoe"]["missed"] == len(jobs)
+    # Every start names the job's QoE target; unreachable targets get a minimal share.
+    for d in _decisions(r, "Place"):
+        assert "QoE target" in d.reason or "unreachable" in d.reason
+        if "QoE target unreachable" in d.reason:
+            placed = sum(int(c) for c in re.findall(r"×(\d+)(?![\dp])", d.detail))
+            assert placed == r.backend.jobs[d.job].spec.min_workers
+
+
+def test_dqoes_view_mid_run_has_targets_and_predictions():
+    from workbench.bench.dqoes import qoe_workload
+    from workbench.control import Controller
+    from workbench.sim import SimBackend
+
+    jobs = qoe_workload(1, share=0.2)
+    policy = make_policy("dqoes")
+    backend = SimBackend(cluster(4), jobs)
+    Controller(backend, policy).run(until=3 * 3600)
+    view = policy.engine_view()
+    assert view["jobs"]
+    for d in view["jobs"].values():
+        assert d["target_metric"] is not None
+        assert d["qoe_class"] in ("over-satisfied or on track", "under-satisfied", "unreachable")
+        assert d["time_to_target"] >= 0
