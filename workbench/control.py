@@ -86,12 +86,12 @@ class Recorder:
             return
         self._last_sample = state.now
         up = state.node_up
-        queued = running = 0
-        for j in state.jobs.values():
-            if j.state is JobState.RUNNING:
-                running += 1
-            elif j.state in (JobState.PENDING, JobState.HOLDING):
-                queued += 1
+        if state.queue is not None:  # placed = active - waiting, no scan of the jobs
+            queued = len(state.queue)
+            running = len(state.jobs) - queued
+        else:
+            queued = sum(j.state in (JobState.PENDING, JobState.HOLDING) for j in state.jobs.values())
+            running = sum(j.state.placed for j in state.jobs.values())
         self.timeline.append(Sample(
             state.now, policy, float(state.allocated[:, 2].sum()), float(state.capacity[up, 2].sum()),
             float(state.allocated[:, 0].sum()), float(state.capacity[up, 0].sum()),

@@ -136,10 +136,10 @@ class JobStatus:
     restarts: int = 0
     admitted: bool = False
     reason: str = "waiting: not yet considered"
+    name: str = field(init=False, repr=False)
 
-    @property
-    def name(self) -> str:
-        return self.spec.name
+    def __post_init__(self) -> None:
+        self.name = self.spec.name  # a plain attribute: read millions of times per trace
 
     @property
     def num_workers(self) -> int:
@@ -185,7 +185,7 @@ class ClusterState:
     jobs: dict[str, JobStatus]
     node_index: dict[str, int] = field(default_factory=dict)
     # Waiting jobs (PENDING/HOLDING) in arrival order, when the backend keeps that queue.
-    queue: list[JobStatus] | None = None
+    queue: Iterable[JobStatus] | None = None
 
     def __post_init__(self) -> None:
         if not self.node_index:
@@ -208,8 +208,12 @@ class ClusterState:
     @property
     def waiting(self) -> list[JobStatus]:
         """Jobs waiting to be placed (pending or holding), oldest arrival first."""
+        return list(self.iter_waiting())
+
+    def iter_waiting(self) -> Iterable[JobStatus]:
+        """Like `waiting` without copying the backend's queue (long traces queue thousands)."""
         if self.queue is not None:
-            return list(self.queue)
+            return self.queue
         jobs = [j for j in self.jobs.values() if j.state in (JobState.PENDING, JobState.HOLDING)]
         return sorted(jobs, key=lambda j: (j.spec.arrival, j.name))
 

@@ -18,9 +18,7 @@ class FifoPolicy(Policy):
         self.round_interval = round_interval
 
     def schedule(self, state: ClusterState) -> list[Action]:
-        queue = state.waiting  # oldest first
-        if not queue:
-            return []
+        queue = state.iter_waiting()  # oldest first
         actions: list = []
         signature = cluster_signature(state)
         ledger = Ledger(state)
@@ -28,17 +26,17 @@ class FifoPolicy(Policy):
         blocked_by = None
         pos = -1
         for job in queue:
-            if (why := impossible(state, job, signature)) is not None:
-                actions.append(Reject(job.name, why))
-                continue
             pos += 1
-            n = job.spec.initial_workers
             if blocked_by is not None and not self.backfill:
                 if pos >= 50:
                     break  # the rest keep their reason; no need to walk a long queue
                 if job.reason != (r := f"waiting: behind {blocked_by} in FIFO order"):
                     actions.append(Wait(job.name, r))
                 continue
+            if (why := impossible(state, job, signature)) is not None:
+                actions.append(Reject(job.name, why))
+                continue
+            n = job.spec.initial_workers
             if job.spec.worker_demand.gpu * n > free_gpus + 1e-9:  # quick reject, no search
                 placement = None
             else:

@@ -19,7 +19,9 @@ class Ledger:
     def __init__(self, state: ClusterState) -> None:
         self.state = state
         self.free = state.free.copy()
-        self.gpu_free = np.where(state.node_up[:, None], state.gpu_free, np.nan)
+        # -1 marks "no such GPU" (or node down): never enough free, and no NaN handling.
+        self.gpu_free = np.where(state.node_up[:, None] & ~np.isnan(state.gpu_free),
+                                 state.gpu_free, -1.0)
         self.names = [n.name for n in state.nodes]
         self.index = state.node_index
 
@@ -38,11 +40,11 @@ class Ledger:
         return counts.astype(np.int64)
 
     def _gpu_fit(self, g: float) -> np.ndarray:
-        gf = np.nan_to_num(self.gpu_free, nan=0.0)
+        gf = self.gpu_free
         if g >= 1:
             whole = (gf >= 1 - _EPS).sum(axis=1)
             return whole // int(round(g))
-        return np.floor((gf + _EPS) / g).sum(axis=1)
+        return np.floor(np.maximum(gf + _EPS, 0.0) / g).sum(axis=1)
 
     def total_fit(self, demand: Resources) -> int:
         return int(self.fit_counts(demand).sum())
@@ -82,7 +84,7 @@ class Ledger:
         if g <= 0:
             return
         row = self.gpu_free[i]
-        valid = ~np.isnan(row)
+        valid = row >= 0
         for _ in range(count):
             if g >= 1:
                 idx = np.flatnonzero(valid & (row <= _EPS))[: int(round(g))]

@@ -44,8 +44,13 @@ class TiresiasPolicy(Policy):
         return best
 
     def schedule(self, state: ClusterState) -> list[Action]:
-        actions, jobs = reject_impossible(state, list(state.active))
-        jobs.sort(key=lambda j: (self.queue_of(j), j.spec.arrival, j.name))
+        actions, waiting = reject_impossible(state, state.waiting)
+        placed = [j for j in state.jobs.values() if j.state.placed]
+        thresholds = self.queue_thresholds
+        # One tuple per job, sorted natively: (queue, arrival, name) is the 2D-LAS priority.
+        ranked = sorted((bisect.bisect_right(thresholds, j.attained_service), j.spec.arrival, j.name, j)
+                        for j in placed + waiting)
+        jobs = [r[3] for r in ranked]
         capacity = float(state.capacity[state.node_up, 2].sum())
         chosen: list[JobStatus] = []
         used = 0.0
@@ -58,8 +63,8 @@ class TiresiasPolicy(Policy):
                 break
         chosen_names = {j.name for j in chosen}
         ledger = Ledger(state)
-        for job in jobs:
-            if job.state.placed and job.name not in chosen_names:
+        for job in placed:
+            if job.name not in chosen_names:
                 ledger.give_back(job.workers, job.spec.worker_demand)
                 ledger.give_back(job.ps, job.spec.ps_demand)
                 actions.append(Suspend(job.name, f"preempted: queue {self.queue_of(job)} after"

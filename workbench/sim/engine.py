@@ -155,12 +155,12 @@ class SimBackend:
             queue=self._waiting_in_order(),
         )
 
-    def _waiting_in_order(self) -> list[JobStatus]:
+    def _waiting_in_order(self):
         if self._queue_unsorted:
             order = sorted(self._queue.values(), key=lambda j: (j.spec.arrival, j.name))
             self._queue = {j.name: j for j in order}
             self._queue_unsorted = False
-        return list(self._queue.values())
+        return self._queue.values()  # a live view: policies read it within the round
 
     def _enqueue(self, job: JobStatus) -> None:
         if job.name not in self._queue:
@@ -380,7 +380,8 @@ class SimBackend:
             return
         job.progress = min(job.progress + job.throughput * dt, job.spec.total_work)
         job.executed_time += dt
-        job.attained_service += dt * job.spec.worker_demand.gpu * job.num_workers
+        # A running job has exactly its target workers (checked by the invariant tests).
+        job.attained_service += dt * job.spec.worker_demand.gpu * job.target_workers
         self._progress_time[job.name] = self._now
         if self.checkpoint_interval > 0:
             start = self._now if job.last_start is None else job.last_start
