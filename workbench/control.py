@@ -151,7 +151,7 @@ class Controller:
             return now
         candidates = []
         # A backend may say which events can change a decision (a restart ending frees nothing).
-        nxt = (self.backend.next_decision_time() if hasattr(self.backend, "next_decision_time")
+        nxt = (self.backend.next_decision_time() if self._quiet_restarts()
                else self.backend.next_event_time())
         if nxt is not None:
             candidates.append(nxt)
@@ -169,12 +169,15 @@ class Controller:
 
     _last_state: ClusterState | None = None
 
+    def _quiet_restarts(self) -> bool:
+        return self.policy.quiet_restarts and hasattr(self.backend, "next_decision_time")
+
     def _next_round_after_quiet_events(self, until: float | None = None) -> float | None:
         """The next round's time, first playing out events that need no decision (a restart
         ending) but may schedule ones that do (that job's completion)."""
         while True:
             t = self.next_round_time()
-            if not hasattr(self.backend, "next_decision_time"):
+            if not self._quiet_restarts():
                 return t
             ev = self.backend.next_event_time()
             decisive = self.backend.next_decision_time()

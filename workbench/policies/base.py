@@ -15,6 +15,9 @@ class Policy:
     # Engines whose decisions change with time alone (aging, deadlines) want every round;
     # the others are only asked when something happened (arrival, completion, fault).
     needs_every_round: bool = False
+    # Engines whose decisions don't depend on a job finishing its checkpoint-restart delay
+    # set this, so the controller skips the rounds those moments would cost on long traces.
+    quiet_restarts: bool = False
 
     def schedule(self, state: ClusterState) -> list[Action]:
         raise NotImplementedError

@@ -16,6 +16,7 @@ from .placement import Ledger
 
 @register("drf")
 class DrfPolicy(Policy):
+    quiet_restarts = True
     def __init__(self, round_interval: float = 60.0) -> None:
         self.round_interval = round_interval
 

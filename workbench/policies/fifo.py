@@ -12,6 +12,7 @@ from .placement import Ledger
 class FifoPolicy(Policy):
     """Strict FIFO by default (the head of the queue blocks the rest, no starvation);
     `backfill=True` lets later jobs that fit start while the head waits."""
+    quiet_restarts = True
 
     def __init__(self, backfill: bool = False, round_interval: float = 60.0) -> None:
         self.backfill = backfill

@@ -19,6 +19,7 @@ from .placement import Ledger
 
 @register("optimus")
 class OptimusPolicy(Policy):
+    quiet_restarts = True
     def __init__(self, perf=None, round_interval: float = 60.0, min_gain: float = 0.1) -> None:
         if perf is None:
             from ..perf import default_perf

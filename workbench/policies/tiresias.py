@@ -19,6 +19,7 @@ from .placement import Ledger
 
 @register("tiresias")
 class TiresiasPolicy(Policy):
+    quiet_restarts = True
     def __init__(self, queue_thresholds: tuple[float, ...] = (3600.0 * 16,),
                  round_interval: float = 60.0) -> None:
         self.queue_thresholds = tuple(sorted(queue_thresholds))
@@ -33,7 +34,9 @@ class TiresiasPolicy(Policy):
             return None
         best = None
         for job in state.jobs.values():
-            if job.state is not JobState.RUNNING:
+            # A restarting job starts accruing soon; counting it from now wakes us a little
+            # early at worst, and an early round just re-ranks.
+            if job.state not in (JobState.RUNNING, JobState.RESTARTING):
                 continue
             q = self.queue_of(job)
             if q < len(self.queue_thresholds):
