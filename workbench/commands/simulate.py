@@ -28,7 +28,31 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=int, default=None, help="only the first N jobs of the trace")
     p.add_argument("--restart-delay", type=float, default=30.0,
                    help="seconds a job loses when its allocation changes (default 30, as Pollux)")
+    p.add_argument("--fault", action="append", default=[], metavar="NODE@T[+D]",
+                   help="fail NODE at T seconds for D seconds (default 3600; D=inf: for good);"
+                        " repeatable")
     p.add_argument("--json", action="store_true", help="print results as JSON")
+
+
+def parse_faults(specs: list[str], nodes) -> list:
+    from ..sim import Fault
+
+    names = {n.name for n in nodes}
+    faults = []
+    for spec in specs:
+        node, _, when = spec.partition("@")
+        at, _, dur = when.partition("+")
+        try:
+            t = float(at)
+            d = None if dur == "inf" else float(dur or 3600.0)
+        except ValueError:
+            raise ConfigError(f"--fault {spec!r}: expected NODE@SECONDS[+SECONDS], e.g. node-03@7200+1800") from None
+        if node not in names:
+            raise ConfigError(f"--fault {spec!r}: no node {node!r} (nodes are {min(names)} … {max(names)})")
+        if t < 0 or (d is not None and d <= 0):
+            raise ConfigError(f"--fault {spec!r}: time must be >= 0 and duration > 0")
+        faults.append(Fault(t, node, d))
+    return faults
 
 
 def load_workload(args):
@@ -69,6 +93,7 @@ def run_simulate(args) -> int:
 
     jobs = load_workload(args)
     nodes = parse_cluster(default_cluster_for(args), args.nodes, args.gpus_per_node)
+    faults = parse_faults(args.fault, nodes)
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     for p in policies:
         if p not in available():
@@ -78,7 +103,7 @@ def run_simulate(args) -> int:
     results = []
     for p in policies:
         results.append(run_policy(nodes, jobs, p, restart_delay=args.restart_delay,
-                                  progress=_progress_printer(show_progress, horizon)))
+                                  faults=faults, progress=_progress_printer(show_progress, horizon)))
         if show_progress:
             sys.stderr.write("\n")
     rows = [r.row() for r in results]

@@ -1,0 +1,81 @@
+"""The `workbench` command: results tables and JSON, compare, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from workbench.cli import main
+
+
+def run_json(capsys, *argv) -> dict:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_simulate_prints_json_with_every_metric(capsys):
+    out = run_json(capsys, "simulate", "--policy", "fifo", "--limit", "30", "--cluster", "small")
+    (row,) = out["results"]
+    assert out["jobs"] == 30 and row["policy"] == "fifo"
+    assert row["completed"] + row["rejected"] == 30
+    for key in ("avg_jct_h", "median_jct_h", "p95_jct_h", "makespan_h", "avg_queue_h",
+                "deadline_hit_rate", "gpu_alloc_util", "gpu_effective_util", "cpu_alloc_util"):
+        assert key in row
+    assert 0 < row["gpu_alloc_util"] <= 1
+
+
+def test_compare_runs_engines_on_the_same_workload(capsys, tmp_path):
+    csv_path = tmp_path / "r.csv"
+    decisions = tmp_path / "d.csv"
+    out = run_json(capsys, "compare", "--policies", "fifo,tiresias", "--limit", "25",
+                   "--csv", str(csv_path), "--decisions", str(decisions))
+    assert [r["policy"] for r in out["results"]] == ["fifo", "tiresias"]
+    assert csv_path.read_text().startswith("policy,")
+    assert "started" in decisions.read_text()
+
+
+def test_table_output_for_people(capsys):
+    assert main(["simulate", "--policy", "drf", "--limit", "10"]) == 0
+    text = capsys.readouterr().out
+    assert "avg_jct_h" in text and "drf" in text
+
+
+def test_faults_change_the_outcome(capsys):
+    base = run_json(capsys, "simulate", "--policy", "fifo", "--limit", "40", "--cluster", "small")
+    hit = run_json(capsys, "simulate", "--policy", "fifo", "--limit", "40", "--cluster", "small",
+                   "--fault", "node-00@600+7200", "--fault", "node-01@600+7200")
+    assert hit["results"][0]["completed"] == base["results"][0]["completed"]
+    assert hit["results"][0]["avg_jct_h"] > base["results"][0]["avg_jct_h"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["simulate", "--trace", "missing.csv"], "missing.csv"),
+    (["simulate", "--policy", "nope"], "--policy: unknown engine 'nope'"),
+    (["simulate", "--cluster", "huge"], "--cluster"),
+    (["simulate", "--fault", "node-99@10"], "no node 'node-99'"),
+    (["simulate", "--limit", "0"], "--limit"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("workbench: error:") and message in err and "\n" not in err
+
+
+def test_bad_trace_row_names_file_line_and_column_without_traceback(tmp_path):
+    bad = tmp_path / "w.csv"
+    bad.write_text("name,time,application,num_replicas,batch_size\n"
+                   "a,0,cifar10,2,512\nb,10,cifar10,-2,512\n")
+    proc = subprocess.run([sys.executable, "-m", "workbench", "simulate", "--trace", str(bad)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "w.csv:3" in proc.stderr and "num_replicas" in proc.stderr
+
+
+def test_policies_lists_every_engine(capsys):
+    out = run_json(capsys, "policies")
+    names = {p["engine"] for p in out["policies"]}
+    assert {"kube-default", "fifo", "drf", "tiresias", "optimus"} <= names
