@@ -140,7 +140,7 @@ class Builder:
             try:
                 while proc.poll() is None:
                     time.sleep(0.5)
-                    if watch and time.monotonic() - last >= 15:
+                    if watch and time.monotonic() - last >= 30:
                         last = time.monotonic()
                         self.progress(f"      ... {last - start:.0f} s"
                                       f" {_last_line(log_path, skip='$ ')}")
@@ -518,6 +518,8 @@ class LocalCluster:
 
     def start(self) -> LocalCluster:
         t0 = self._t0 = time.monotonic()
+        if self.bin_dir is not None and not Path(self.bin_dir).is_dir():
+            raise ConfigError(f"--bin-dir {self.bin_dir}: no such directory")
         binaries = find_binaries(self.bin_dir)
         needed = ["etcd", "kube-apiserver"]
         if self.want_controller_manager:

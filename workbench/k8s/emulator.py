@@ -384,6 +384,9 @@ class NodeEmulator:
                 self._finished.discard(what)
         elif action == "delete" and status != 404:
             self._deleted.discard(what)
+        elif action in ("status", "lease") and what in self._node_up:
+            due = self._status_due if action == "status" else self._lease_due
+            due[what] = time.monotonic() + 2.0  # retry soon, not after a full interval
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -396,6 +399,7 @@ class NodeEmulator:
         log.info("emulating nodes with %s (speed %gx)", self.selector, self.clock.speed)
         while not self.stop_event.is_set():
             self.wake.wait(self.tick)
+            self.stop_event.wait(0.05)  # batch bursts of watch events into one round
             self.wake.clear()
             try:
                 self.step()
