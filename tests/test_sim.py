@@ -167,3 +167,12 @@ def test_fractional_gpu_tasks_share_one_gpu():
     assert all(o.applied for o in out)
     state = b.observe()
     assert sorted(state.gpu_free[0].tolist()) == [0.0, 1.0]  # best fit: all four on one GPU
+
+
+def test_run_until_just_after_a_placement_is_not_a_stall():
+    b = SimBackend(make_cluster(1, 4), [job("a", 0, 2, work=1e6)], restart_delay=30)
+    c = Controller(b, make_policy("fifo"))
+    c.run(until=10)  # placed at 0, restart ends at 30: nothing decisive before `until`
+    assert not c.stalled and b.jobs["a"].state is JobState.RESTARTING and b.now == 10
+    c.run(until=100)
+    assert b.jobs["a"].state is JobState.RUNNING

@@ -182,7 +182,9 @@ class Controller:
             ev = self.backend.next_event_time()
             decisive = self.backend.next_decision_time()
             quiet = ev is not None and (decisive is None or ev < decisive)
-            if not quiet or (t is not None and ev >= t) or (until is not None and ev > until):
+            if until is not None and quiet and ev > until:
+                return t if t is not None else ev  # run() stops at `until`; not a stall
+            if not quiet or (t is not None and ev >= t):
                 return t
             self.backend.advance(ev)
 
