@@ -18,6 +18,10 @@ backend when it re-creates a pod, or a test):
 | `workbench.io/checkpoint` | annotation | iterations already done when this pod was (re)created |
 | `workbench.io/deadline` | annotation | absolute deadline, Unix seconds |
 | `workbench.io/min-workers`, `workbench.io/max-workers` | annotation | the worker range a policy may scale in |
+| `workbench.io/arrival` | annotation | when the job arrived, on the scheduler's clock (default: pod creation) |
+| `workbench.io/priority`, `workbench.io/user` | annotation | the job's priority (integer) and user |
+| `workbench.io/target-metric`, `workbench.io/cpu-burst` | annotation | DQoES target; CPU burst factor |
+| `workbench.io/rejected` | annotation | set by the scheduler on a refused job's pods/Job: the reason |
 
 Written by the training process (or, on emulated nodes, by the node emulator):
 
@@ -56,6 +60,12 @@ CHECKPOINT = PREFIX + "checkpoint"
 DEADLINE = PREFIX + "deadline"
 MIN_WORKERS = PREFIX + "min-workers"
 MAX_WORKERS = PREFIX + "max-workers"
+ARRIVAL = PREFIX + "arrival"
+PRIORITY = PREFIX + "priority"
+USER = PREFIX + "user"
+TARGET_METRIC = PREFIX + "target-metric"
+CPU_BURST = PREFIX + "cpu-burst"
+REJECTED = PREFIX + "rejected"
 
 # Written by the training process or the emulator
 PROGRESS = PREFIX + "progress"

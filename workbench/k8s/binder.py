@@ -1,0 +1,219 @@
+"""The workbench's writes to the API server: bindings, deletions, patches and Events.
+
+Bindings go through the Binding subresource from a pool of threads (one request per pod;
+the apiserver, not Python, is the limit, so many in flight approach the tuned kube-scheduler).
+A 409 on a bind means the pod is already assigned: if to the node we asked for (a retried or
+second bind) it counts as done, otherwise as a failure the caller rolls back. Events go out
+from one background thread, so explaining a decision never slows carrying it out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import queue
+import socket
+import threading
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from kubernetes.client.exceptions import ApiException
+
+from .rest import MERGE, Rest
+
+log = logging.getLogger("workbench.k8s.binder")
+
+
+@dataclass(frozen=True)
+class BindResult:
+    pod: dict
+    node: str
+    ok: bool
+    error: str = ""
+    status: int | None = None  # HTTP status of a failed bind
+    already: bool = False  # a 409 for the node we asked for: bound before (second bind)
+
+
+def pod_path(pod: dict) -> str:
+    m = pod["metadata"]
+    return f"/api/v1/namespaces/{m.get('namespace', 'default')}/pods/{m['name']}"
+
+
+def _short(e: Exception) -> str:
+    if isinstance(e, ApiException):
+        try:
+            import json
+            return f"{e.status} {json.loads(e.body).get('message', '')}"[:200]
+        except Exception:  # noqa: BLE001 - not a JSON Status
+            return f"{e.status} {e.reason}"
+    return (str(e).splitlines() or [type(e).__name__])[0][:200]
+
+
+class Binder:
+    def __init__(self, rest: Rest, threads: int = 16, events: bool = True,
+                 component: str = "workbench") -> None:
+        self.rest = rest
+        self.threads = max(1, threads)
+        self.pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="binder")
+        self.stats: Counter = Counter()
+        self._lock = threading.Lock()
+        self.events = EventRecorder(rest, component) if events else None
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        if self.events is not None:
+            self.events.close()
+
+    def _count(self, key: str, n: int = 1) -> None:
+        with self._lock:
+            self.stats[key] += n
+
+    # -- binding --
+    def bind_one(self, pod: dict, node: str, annotations: dict | None = None) -> BindResult:
+        path = pod_path(pod)
+        try:
+            if annotations:
+                self.rest.patch(path, {"metadata": {"annotations": annotations}}, MERGE)
+            self.rest.post(path + "/binding", {
+                "apiVersion": "v1", "kind": "Binding",
+                "metadata": {"name": pod["metadata"]["name"],
+                             "namespace": pod["metadata"].get("namespace", "default")},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+            self._count("binds")
+            return BindResult(pod, node, True)
+        except ApiException as e:
+            if e.status == 409:
+                self._count("bind_conflicts")
+                try:
+                    now_on = (self.rest.get(path).get("spec") or {}).get("nodeName")
+                except Exception as e2:  # noqa: BLE001 - reported as the failure
+                    self._count("bind_failures")
+                    return BindResult(pod, node, False, _short(e2), 409)
+                if now_on == node:
+                    return BindResult(pod, node, True, already=True)
+                self._count("bind_failures")
+                return BindResult(pod, node, False,
+                                  f"already assigned to {now_on}" if now_on else _short(e), 409)
+            self._count("bind_failures")
+            return BindResult(pod, node, False, _short(e), e.status)
+        except Exception as e:  # noqa: BLE001 - connection errors: the gang is rolled back
+            self._count("bind_failures")
+            return BindResult(pod, node, False, _short(e))
+
+    def bind_all(self, tasks: list[tuple[dict, str, dict | None]]) -> list[BindResult]:
+        """Bind every (pod, node, annotations) at once on the pool; results in task order."""
+        if len(tasks) == 1:
+            return [self.bind_one(*tasks[0])]
+        futures = [self.pool.submit(self.bind_one, *t) for t in tasks]
+        return [f.result() for f in futures]
+
+    # -- other writes --
+    def delete_one(self, pod: dict) -> str | None:
+        """Delete at once (no kubelet confirms a graceful end); None if done or already gone."""
+        try:
+            self.rest.delete(pod_path(pod), grace_period_seconds=0)
+            self._count("deletes")
+            return None
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            return _short(e)
+        except Exception as e:  # noqa: BLE001
+            return _short(e)
+
+    def delete_all(self, pods: list[dict]) -> list[str | None]:
+        if len(pods) <= 1:
+            return [self.delete_one(p) for p in pods]
+        return list(self.pool.map(self.delete_one, pods))
+
+    def create_pod(self, namespace: str, manifest: dict) -> dict | None:
+        try:
+            out = self.rest.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
+            self._count("creates")
+            return out
+        except Exception as e:  # noqa: BLE001 - retried by the backend's next sync
+            log.warning("create pod in %s: %s", namespace, _short(e))
+            return None
+
+    def patch(self, path: str, body: dict) -> str | None:
+        try:
+            self.rest.patch(path, body, MERGE)
+            self._count("patches")
+            return None
+        except Exception as e:  # noqa: BLE001
+            return _short(e)
+
+    def run(self, fn, *args):
+        """Run `fn(*args)` on the pool (a write nobody waits for)."""
+        return self.pool.submit(fn, *args)
+
+    # -- events --
+    def event(self, pod: dict, reason: str, message: str, warning: bool = False) -> None:
+        if self.events is not None:
+            self.events.post(pod, reason, message, warning)
+
+
+class EventRecorder:
+    """Posts core/v1 Events about pods from one background thread (what `kubectl describe pod`
+    lists). A full queue drops events rather than slow scheduling down."""
+
+    def __init__(self, rest: Rest, component: str = "workbench", limit: int = 20000) -> None:
+        self.rest = rest
+        self.component = component
+        self.instance = f"{socket.gethostname()}-{os.getpid()}"
+        self.queue: queue.Queue = queue.Queue(maxsize=limit)
+        self.posted = 0
+        self.dropped = 0
+        self.failed = 0
+        self._thread = threading.Thread(target=self._run, daemon=True, name="events")
+        self._thread.start()
+
+    def post(self, pod: dict, reason: str, message: str, warning: bool = False) -> None:
+        meta = pod["metadata"]
+        try:
+            self.queue.put_nowait((meta.get("namespace", "default"), meta["name"],
+                                   meta.get("uid", ""), reason, message[:1024], warning))
+        except queue.Full:
+            self.dropped += 1
+
+    def flush(self, timeout: float = 10.0) -> None:
+        """Wait until every queued event has been posted (tests)."""
+        done = threading.Event()
+        self.queue.put((None, None, None, None, done, None))
+        done.wait(timeout)
+
+    def close(self) -> None:
+        self.queue.put(None)
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            ns, name, uid, reason, message, warning = item
+            if ns is None:
+                message.set()
+                continue
+            now = dt.datetime.now(dt.UTC)
+            stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+            body = {
+                "apiVersion": "v1", "kind": "Event",
+                "metadata": {"name": f"{name}.{now.strftime('%H%M%S%f')}{self.posted % 1000:03d}",
+                             "namespace": ns},
+                "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name,
+                                   "namespace": ns, "uid": uid},
+                "reason": reason, "message": message, "type": "Warning" if warning else "Normal",
+                "source": {"component": self.component},
+                "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+                "reportingComponent": self.component, "reportingInstance": self.instance,
+            }
+            try:
+                self.rest.post(f"/api/v1/namespaces/{ns}/events", body)
+                self.posted += 1
+            except Exception as e:  # noqa: BLE001 - an event is best effort
+                self.failed += 1
+                if self.failed <= 3:
+                    log.warning("event %s on %s/%s: %s", reason, ns, name, _short(e))

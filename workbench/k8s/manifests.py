@@ -1,0 +1,193 @@
+"""Kubernetes objects the workbench writes or asks users to apply.
+
+- `training_jobs(spec)`: a workbench `JobSpec` as batch/v1 Jobs (one for the workers, one for
+  the parameter servers of a PS job) whose pods ask for `schedulerName: workbench` and carry
+  the job, role and training annotations of `labels`.
+- `scheduler_manifests()`: what runs `workbench schedule` inside a cluster with the least
+  privilege it needs: a ServiceAccount, a ClusterRole and its ClusterRoleBinding, a
+  Deployment (one replica: the scheduler keeps its state in memory), and a namespaced Role
+  that lets training pods patch their own progress annotation (`workbench.report`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..model import JobSpec
+from . import labels
+from .quantity import cpu_quantity, mem_quantity
+
+DEFAULT_IMAGE = "workbench-emulated"  # emulated nodes run no containers; any name will do
+_NAME = re.compile(r"[^a-z0-9-]+")
+
+
+def k8s_name(name: str, limit: int = 60) -> str:
+    """A DNS-1123 name for a job (lower case, digits and '-', at most `limit` characters)."""
+    out = _NAME.sub("-", name.lower()).strip("-")[:limit].strip("-")
+    return out or "job"
+
+
+def _resources(cpu: float, mem: float, gpu: float) -> dict:
+    requests = {"cpu": cpu_quantity(cpu), "memory": mem_quantity(mem)}
+    limits = {}
+    if gpu:
+        # extended resources are whole numbers, with equal request and limit
+        requests[labels.GPU_RESOURCE] = limits[labels.GPU_RESOURCE] = str(round(gpu))
+    return {"requests": requests, "limits": limits}
+
+
+def _fmt(x: float) -> str:
+    return repr(float(x)) if x != int(x) else str(int(x))
+
+
+def job_annotations(spec: JobSpec, arrival: float | None = None) -> dict[str, str]:
+    ann = {labels.APPLICATION: spec.application, labels.TOTAL_WORK: repr(float(spec.total_work)),
+           labels.BATCH_SIZE: str(spec.batch_size),
+           labels.NUM_WORKERS: str(spec.initial_workers), labels.NUM_PS: str(spec.num_ps),
+           labels.MIN_WORKERS: str(spec.min_workers), labels.MAX_WORKERS: str(spec.max_workers)}
+    if arrival is not None:
+        ann[labels.ARRIVAL] = repr(float(arrival))
+    if spec.deadline is not None:
+        ann[labels.DEADLINE] = repr(float(spec.deadline))
+    if spec.priority:
+        ann[labels.PRIORITY] = str(spec.priority)
+    if spec.user != "default":
+        ann[labels.USER] = spec.user
+    if spec.target_metric is not None:
+        ann[labels.TARGET_METRIC] = repr(float(spec.target_metric))
+    if spec.cpu_burst != 1.0:
+        ann[labels.CPU_BURST] = _fmt(spec.cpu_burst)
+    return ann
+
+
+def training_jobs(spec: JobSpec, namespace: str = "default", *, arrival: float | None = None,
+                  image: str = DEFAULT_IMAGE, command: list[str] | None = None,
+                  service_account: str | None = None, backoff_limit: int = 6) -> list[dict]:
+    """batch/v1 Jobs for `spec`: workers (named like the job) and, for a PS job, `NAME-ps`.
+
+    `completions` is left unset (work-queue semantics): `parallelism` alone sets the pod count,
+    so scaling is a patch of it, and the Job is complete once its pods have all succeeded.
+    A training container reports progress with `workbench.report(...)`; POD_NAME and
+    POD_NAMESPACE come from the downward API for that.
+    """
+    name = k8s_name(spec.name)
+    ann = job_annotations(spec, arrival)
+    out = []
+    roles = [(labels.ROLE_WORKER, spec.initial_workers, spec.worker_demand)]
+    if spec.num_ps:
+        roles.append((labels.ROLE_PS, spec.num_ps, spec.ps_demand))
+    for role, count, demand in roles:
+        pod_labels = {labels.JOB: name, labels.ROLE: role}
+        container = {
+            "name": "train" if role == labels.ROLE_WORKER else "ps", "image": image,
+            "resources": _resources(demand.cpu, demand.mem, demand.gpu),
+            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "POD_NAMESPACE",
+                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]}
+        if command:
+            container["command"] = list(command)
+        pod_spec = {"schedulerName": labels.SCHEDULER_NAME, "restartPolicy": "Never",
+                    "containers": [container]}
+        if service_account:
+            pod_spec["serviceAccountName"] = service_account
+        else:
+            pod_spec["automountServiceAccountToken"] = False
+        out.append({
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": name if role == labels.ROLE_WORKER else f"{name}-ps",
+                         "namespace": namespace, "labels": dict(pod_labels),
+                         "annotations": dict(ann)},
+            "spec": {"parallelism": count, "backoffLimit": backoff_limit,
+                     "template": {"metadata": {"labels": pod_labels, "annotations": dict(ann)},
+                                  "spec": pod_spec}}})
+    return out
+
+
+# ---- running the scheduler in a cluster --------------------------------------------------------
+
+SCHEDULER_RULES = [
+    # the watch cache: nodes, pods, batch Jobs
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+    # delete: checkpoint-restart (migrate, scale, preempt, roll back a gang); create: re-create
+    # bare pods that no controller owns; patch: checkpoint and gang-size annotations
+    {"apiGroups": [""], "resources": ["pods"],
+     "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
+    {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    # scaling is a change of parallelism; refusals annotate the Job
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "patch"]},
+]
+
+PROGRESS_RULES = [
+    # `workbench.report()` patches its own pod's progress annotation
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
+]
+
+
+def scheduler_manifests(namespace: str = "workbench-system", *, image: str = "workbench:latest",
+                        policy: str = "tiresias", metrics_port: int = 9090,
+                        training_namespace: str = "default", name: str = "workbench-scheduler",
+                        extra_args: list[str] | None = None) -> list[dict]:
+    """The objects to run `workbench schedule` in-cluster, least privilege (see the rules)."""
+    meta_labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "workbench"}
+    args = ["workbench", "schedule", "--policy", policy, "--metrics-port", str(metrics_port),
+            *(extra_args or [])]
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": name, "namespace": namespace, "labels": meta_labels}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": name, "labels": meta_labels}, "rules": SCHEDULER_RULES},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {"name": name, "labels": meta_labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                     "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": {"name": name, "namespace": namespace, "labels": meta_labels},
+         "spec": {
+             "replicas": 1, "strategy": {"type": "Recreate"},  # never two schedulers at once
+             "selector": {"matchLabels": meta_labels},
+             "template": {
+                 "metadata": {"labels": meta_labels, "annotations": {
+                     "prometheus.io/scrape": "true", "prometheus.io/port": str(metrics_port),
+                     "prometheus.io/path": "/metrics"}},
+                 "spec": {
+                     "serviceAccountName": name,
+                     "containers": [{
+                         "name": "scheduler", "image": image, "args": args,
+                         "ports": [{"name": "metrics", "containerPort": metrics_port}],
+                         "readinessProbe": {"httpGet": {"path": "/healthz",
+                                                        "port": metrics_port}},
+                         "livenessProbe": {"httpGet": {"path": "/healthz", "port": metrics_port},
+                                           "initialDelaySeconds": 30},
+                         "resources": {"requests": {"cpu": "500m", "memory": "512Mi"},
+                                       "limits": {"memory": "2Gi"}},
+                         "securityContext": {"runAsNonRoot": True, "runAsUser": 65532,
+                                             "allowPrivilegeEscalation": False,
+                                             "readOnlyRootFilesystem": True,
+                                             "capabilities": {"drop": ["ALL"]}}}]}}}},
+        {"apiVersion": "v1", "kind": "ServiceAccount",
+         "metadata": {"name": "workbench-trainer", "namespace": training_namespace,
+                      "labels": meta_labels}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "workbench-progress", "namespace": training_namespace,
+                      "labels": meta_labels}, "rules": PROGRESS_RULES},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "workbench-progress", "namespace": training_namespace,
+                      "labels": meta_labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": "workbench-progress"},
+         "subjects": [{"kind": "ServiceAccount", "name": "workbench-trainer",
+                       "namespace": training_namespace}]},
+    ]
+
+
+def to_yaml(objects: list[dict]) -> str:
+    """A multi-document YAML stream (PyYAML when present, else JSON, which is YAML too)."""
+    try:
+        import yaml
+    except ImportError:  # pragma: no cover - PyYAML ships with kubernetes
+        import json
+        return "\n---\n".join(json.dumps(o, indent=2) for o in objects) + "\n"
+    return "---\n" + "---\n".join(yaml.safe_dump(o, sort_keys=False) for o in objects)
