@@ -728,12 +728,13 @@ class LocalCluster:
                 ready += 1
         return ready >= len(self.node_specs)
 
-    def restart(self, name: str, down_seconds: float = 0.0) -> None:
-        """Stop one component and start it again with the same arguments (fault tests)."""
+    def restart(self, name: str, down_seconds: float = 0.0, grace: float = 3.0) -> None:
+        """Stop one component (SIGTERM, SIGKILL after `grace` s: an apiserver with clients
+        watching takes long to drain) and start it again with the same arguments."""
         entry = self.state["components"].get(name)
         if entry is None:
             raise ConfigError(f"no component {name!r}; have {sorted(self.state['components'])}")
-        _stop_entries({name: entry}, self._popen)
+        _stop_entries({name: entry}, self._popen, timeout=grace)
         time.sleep(down_seconds)
         self._launch(name, entry["args"])
         if name == "kube-apiserver":
@@ -782,11 +783,10 @@ def _stop_entries(entries: dict[str, dict], popen: dict[str, subprocess.Popen] |
                 os.kill(e["pid"], signal.SIGKILL)
             except ProcessLookupError:
                 pass
-    for name, proc in popen.items():
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+    for name, _ in running:  # reap our own children
+        if name in popen:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                popen[name].wait(timeout=5)
     return [n for n, _ in running]
 
 
