@@ -583,7 +583,7 @@ class TrainConfig:
     rl_passes: int = 8
     rl_greedy: int = 1  # how many of the rollouts act greedily
     entropy: float = 0.001
-    long_term: float = 0.0  # weight of the later slots' REINFORCE term (0: the slot's own only)
+    long_term: float = 0.3  # weight of the later slots' REINFORCE term (0: the slot's own only)
     gamma: float = 0.95
     hidden: int = 32
     val_traces: int = 4
