@@ -3,7 +3,8 @@ bound by name or by the real kube-scheduler run and succeed, training pods repor
 and `down` leaves no process behind.
 
 Needs the binaries of `workbench cluster build` (.ci/k8s-setup); without them these tests are
-skipped, or fail if WORKBENCH_REQUIRE_K8S=1 (as CI sets it).
+skipped (a failure in CI, where WORKBENCH_REQUIRE_ALL=1), or fail at once with
+WORKBENCH_REQUIRE_K8S=1.
 """
 
 from __future__ import annotations
