@@ -220,3 +220,42 @@ def test_shared_cluster_is_read_only_without_the_token(browser, screenshots):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_a_notebook_cell_renders_the_app_with_no_internet(browser, tmp_path, screenshots):
+    """Execute the quickstart, export it to HTML and open it with every non-file request
+    refused: the app cell must still draw the console (its JS is bundled in the output)."""
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    nbconvert = pytest.importorskip("nbconvert")
+    path = Path(__file__).resolve().parents[1] / "notebooks" / "quickstart.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells = nb.cells[:2]  # the title and the app cell
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3").execute()
+    html, _ = nbconvert.HTMLExporter().from_notebook_node(nb)
+    page_file = tmp_path / "quickstart.html"
+    page_file.write_text(html, encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    refused, errors = [], []
+
+    def offline(route):
+        url = route.request.url
+        if url.startswith(("file:", "data:", "blob:")):
+            route.continue_()
+        else:
+            refused.append(url)
+            route.abort()
+
+    page.route("**/*", offline)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(page_file.as_uri())
+        page.locator(".bk-tab", has_text="Cluster").first.wait_for(timeout=60_000)
+        page.locator("canvas").first.wait_for(timeout=60_000)  # Bokeh drew (in shadow DOM)
+        page.screenshot(path=str(screenshots / "ui-notebook-offline.png"))
+        # Only nbconvert's own page template reaches out (require.js, MathJax, widgets).
+        ours = [u for u in refused if not any(k in u for k in ("require", "mathjax", "MathJax",
+                                                                "html-manager"))]
+        assert ours == [] and errors == []
+    finally:
+        page.close()

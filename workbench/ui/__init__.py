@@ -1,15 +1,15 @@
 """The Panel app: a state store (`WorkbenchState`), views, and the shell (`Workbench`)."""
 
+import importlib
+
 from .state import SwitchPreview, WhatIfResult, WorkbenchState
 
 
 def __getattr__(name: str):
     # The shell imports Panel's widgets; load it only when asked for.
-    if name in ("Workbench", "app"):
-        from . import app as _app
-
-        return getattr(_app, name)
+    if name == "Workbench":
+        return importlib.import_module(f"{__name__}.app").Workbench
     raise AttributeError(name)
 
 
-__all__ = ["SwitchPreview", "WhatIfResult", "Workbench", "WorkbenchState", "app"]
+__all__ = ["SwitchPreview", "WhatIfResult", "Workbench", "WorkbenchState"]

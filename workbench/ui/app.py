@@ -66,21 +66,12 @@ def _header(state: WorkbenchState) -> pn.pane.HTML:
         f"</div>", sizing_mode="stretch_width", margin=(5, 10))
 
 
-class Workbench:
-    """The whole console for one `WorkbenchState`.
+class Console:
+    """One rendering of the app: its own views (and Bokeh models) on a shared store. A Bokeh
+    model lives in one document only, so every place the app is shown gets a Console."""
 
-    Either pass a `state`, or the workload to simulate: `trace` (see `load_trace`), `cluster`
-    (a preset or NxG), `policy` (engine name), and any `WorkbenchState` parameter
-    (`speed`, `period_ms`, `controls_locked`, ...)."""
-
-    def __init__(self, trace: str = "default", cluster: str | None = "default",
-                 policy: str = "tiresias", *, state: WorkbenchState | None = None,
-                 seed: int = 0, limit: int | None = None, running: bool = False,
-                 inline: bool | None = None, locked: bool = False, **params: Any) -> None:
-        load_extension(inline)
-        self.state = state or WorkbenchState.from_workload(trace, cluster, policy, seed=seed,
-                                                           limit=limit, **params)
-        s = self.state
+    def __init__(self, state: WorkbenchState, locked: bool = False) -> None:
+        s = self.state = state
         self.controls = ControlsView(s, locked=locked)
         self.controls.after_action = self.sync
         self.cluster = ClusterView(s)
@@ -109,36 +100,65 @@ class Workbench:
         self.tabs.param.watch(lambda e: self.sync(), "active")
         self._callbacks: list = []
         self.tick_seconds = 0.0
-        if running:
-            s.running = True
-
-    # ---- keeping it live --------------------------------------------------------------------
 
     def tick(self) -> None:
-        """One update: advance the simulator (if running) and redraw. Called periodically."""
+        """One update: advance the simulator (if running; once per period however many
+        consoles share the store) and redraw. Called periodically."""
         t0 = time.perf_counter()
         self.state.tick()
         self.sync()
         self.tick_seconds = time.perf_counter() - t0
 
     def sync(self, all_views: bool = False) -> None:
-        """Redraw the views whose data moved (in this session's own context): the controls and
+        """Redraw the views whose data moved (in this console's own context): the controls and
         the visible tab, or every view."""
         views = self.views if all_views else (self.controls, self.tab_views[self.tabs.active])
         for view in views:
             view.sync()
-        if not _in_server_session():
+        if not _in_server_session() and self.layout._models:
             pn.io.push_notebook(self.layout)  # notebooks get raw Bokeh changes only when pushed
 
     def start(self) -> None:
         """Start the periodic update in the current context (a server session or the kernel)."""
-        cb = pn.state.add_periodic_callback(self.tick, period=self.state.period_ms, start=True)
-        self._callbacks.append(cb)
+        if not self._callbacks:
+            cb = pn.state.add_periodic_callback(self.tick, period=self.state.period_ms, start=True)
+            self._callbacks.append(cb)
 
     def stop(self) -> None:
         for cb in self._callbacks:
             cb.stop()
         self._callbacks.clear()
+
+
+class Workbench:
+    """The console for one `WorkbenchState`, wherever it is shown.
+
+    Either pass a `state`, or the workload to simulate: `trace` (see `load_trace`), `cluster`
+    (a preset or NxG), `policy` (engine name), and any `WorkbenchState` parameter
+    (`speed`, `period_ms`, `controls_locked`, ...). Displaying it again (or `.ipywidget()`)
+    adds another console on the same state; all of them follow it."""
+
+    def __init__(self, trace: str = "default", cluster: str | None = "default",
+                 policy: str = "tiresias", *, state: WorkbenchState | None = None,
+                 seed: int = 0, limit: int | None = None, running: bool = False,
+                 inline: bool | None = None, locked: bool = False, **params: Any) -> None:
+        load_extension(inline)
+        self.state = state or WorkbenchState.from_workload(trace, cluster, policy, seed=seed,
+                                                           limit=limit, **params)
+        self.locked = locked
+        self.console = Console(self.state, locked)  # the first; its views are attributes here
+        self.consoles = [self.console]
+        self._shown = False
+        if running:
+            self.state.running = True
+
+    def __getattr__(self, name: str):
+        # wb.cluster, wb.tabs, wb.layout, wb.sync(), ...: the first console's.
+        if name in ("controls", "cluster", "jobs", "forecasts", "timeline", "what_if", "engine",
+                    "decisions", "tabs", "layout", "views", "tab_views", "sync", "tick",
+                    "tick_seconds"):
+            return getattr(self.__dict__["console"], name)
+        raise AttributeError(name)
 
     def play(self) -> None:
         self.state.play()
@@ -146,12 +166,25 @@ class Workbench:
     def pause(self) -> None:
         self.state.pause()
 
+    def stop(self) -> None:
+        for c in self.consoles:
+            c.stop()
+
     # ---- where it renders -------------------------------------------------------------------
 
+    def new_console(self) -> Console:
+        """A console for one more place (the first one is used for the first showing)."""
+        if not self._shown:
+            self._shown = True
+            console = self.console
+        else:
+            console = Console(self.state, self.locked)
+            self.consoles.append(console)
+        console.start()
+        return console
+
     def __panel__(self) -> pn.viewable.Viewable:
-        if not self._callbacks:
-            self.start()
-        return self.layout
+        return self.new_console().layout
 
     def servable(self, title: str = TITLE) -> pn.viewable.Viewable:
         return self.__panel__().servable(title=title)
@@ -164,14 +197,9 @@ class Workbench:
         return pn.ipywidget(self.__panel__())
 
     def show(self, **kwargs):
-        """Open in a browser tab from a plain Python process (blocks unless threaded=True)."""
-        return pn.serve({"workbench": lambda: Workbench(state=None, **self._rebuild_args())
-                         .__panel__()}, title=TITLE, **kwargs)
-
-    def _rebuild_args(self) -> dict[str, Any]:
-        s = self.state
-        return {"trace": s.workload or "default", "cluster": s.cluster_name or "default",
-                "policy": s.policy}
+        """Serve the app on this state and open it in a browser tab (blocks unless
+        `threaded=True`); every browser session gets a console on the same state."""
+        return pn.serve(lambda: self.__panel__(), title=TITLE, **kwargs)
 
 
 def _in_server_session() -> bool:
@@ -181,5 +209,6 @@ def _in_server_session() -> bool:
 
 def app(trace: str = "default", cluster: str | None = "default", policy: str = "tiresias",
         **kwargs: Any) -> pn.viewable.Viewable:
-    """A fresh console for one server session (what `workbench serve` gives each browser)."""
+    """A fresh app for one server session, e.g. in a script for `panel serve`:
+    `from workbench.ui.app import app; app().servable()`."""
     return Workbench(trace, cluster, policy, **kwargs).__panel__()

@@ -108,6 +108,8 @@ class WorkbenchState(param.Parameterized):
     period_ms = param.Integer(default=500, bounds=(50, 60_000), doc="tick period of the app")
     preview_horizon = param.Number(default=4 * 3600.0, bounds=(60.0, None),
                                    doc="how far ahead a switch preview looks (s)")
+    what_if_budget_s = param.Number(default=60.0, bounds=(0.1, None),
+                                    doc="wall-clock seconds each engine may run in a what-if")
     max_job_rows = param.Integer(default=500, doc="finished jobs beyond this many are not listed")
 
     now = param.Number(default=0.0, doc="backend clock, seconds")
@@ -343,19 +345,25 @@ class WorkbenchState(param.Parameterized):
 
         return run
 
-    def what_if(self, policies: Sequence[str] | None = None, until: float | None = None) -> WhatIfResult:
-        """Fork the current state and run every engine (or `policies`) to the end (or `until`)."""
-        result = self.prepare_what_if(policies, until)()
+    def what_if(self, policies: Sequence[str] | None = None, until: float | None = None,
+                budget_s: float | None = None) -> WhatIfResult:
+        """Fork the current state and run every engine (or `policies`) to the end (or `until`),
+        each for at most `budget_s` seconds of wall time (default `what_if_budget_s`)."""
+        result = self.prepare_what_if(policies, until, budget_s)()
         self.what_if_result = result
         return result
 
-    def prepare_what_if(self, policies: Sequence[str] | None = None, until: float | None = None
-                        ) -> Callable[[], WhatIfResult]:
+    def prepare_what_if(self, policies: Sequence[str] | None = None, until: float | None = None,
+                        budget_s: float | None = None) -> Callable[[], WhatIfResult]:
         """Fork now; return a function that runs the engines on the fork. The function touches
         nothing of this store, so it may run in a worker thread while the app goes on."""
         if not self.simulated:
             raise TypeError("a what-if needs the simulator (it forks the state)")
         names = list(policies or available())
+        unknown = [n for n in names if n not in available()]
+        if unknown:
+            raise KeyError(f"unknown engine(s) {', '.join(unknown)}; available: {', '.join(available())}")
+        budget = float(self.what_if_budget_s if budget_s is None else budget_s)
         base = self.backend.fork()
         start = base.now
 
@@ -363,14 +371,17 @@ class WorkbenchState(param.Parameterized):
             t0 = time.perf_counter()
             rows, jct = [], {}
             for name in names:
-                # Each engine gets its own copy of the fork (Controller.what_if forks again).
-                twin = Controller(base, make_policy(name)).what_if({name: make_policy(name)},
-                                                                   until=until)[name]
+                twin = Controller(base.fork(), make_policy(name))  # each engine its own copy
+                t_engine = time.perf_counter()
+                complete = _run_within(twin, until, t_engine + budget)
                 m = run_metrics(twin.backend)
                 rows.append({"policy": name, **{k: m[k] for k in (
                     "completed", "rejected", "unfinished", "avg_jct_h", "median_jct_h", "p95_jct_h",
                     "makespan_h", "avg_queue_h", "deadline_hit_rate", "gpu_alloc_util",
-                    "restarts")}, "stalled": len(twin.stalled)})
+                    "restarts")}, "stalled": len(twin.stalled),
+                    "ran_to_h": twin.backend.now / 3600,
+                    "note": "" if complete else f"stopped after {budget:g} s of wall time",
+                    "wall_s": time.perf_counter() - t_engine})
                 jct[name] = np.array([(j.finish_time - j.spec.arrival) / 3600
                                       for j in twin.backend.jobs.values()
                                       if j.state is JobState.COMPLETED])
@@ -536,6 +547,22 @@ def _numeric_point(value: Any) -> Any:
             for v in value.values()):
         return {str(k): float("nan") if v is None else float(v) for k, v in value.items()}
     return None
+
+
+def _run_within(controller: Controller, until: float | None, deadline: float) -> bool:
+    """Run to the end (or `until`) in slices, stopping at the wall-clock `deadline`: a slow
+    engine must not hold the what-if hostage. True when it got there."""
+    backend = controller.backend
+    while not backend.done():
+        before = (backend.now, controller.rounds)
+        controller.run(until=until, max_rounds=50)
+        if until is not None and backend.now >= until:
+            return True
+        if (backend.now, controller.rounds) == before or controller.stalled:
+            return True  # nothing more will happen (the run ended or stalled)
+        if time.perf_counter() > deadline:
+            return False
+    return True
 
 
 def _horizon_row(label: str, twin: Controller, start: float, base_usage) -> dict[str, Any]:
