@@ -190,6 +190,7 @@ class K8sBackend:
         self.rounds_observed = 0
         self.node_failures: list[tuple[float, str, str]] = []  # (time, node, job)
         self._closed = False
+        self._interrupted = False
         if start:
             self.start()
 
@@ -204,10 +205,17 @@ class K8sBackend:
         self._sync()
         return self
 
+    def interrupt(self) -> None:
+        """Make `advance` return at once, now and from now on (a scheduler shutting down)."""
+        self._interrupted = True
+        with self.cache.changed:
+            self.cache.changed.notify_all()
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        self._interrupted = True
         self.cache.stop()
         self.binder.close()
 
@@ -295,7 +303,7 @@ class K8sBackend:
             with self._lock:
                 self._sync()
             now = self.now
-            if now >= until or self.cache.decisive != self._observed:
+            if now >= until or self.cache.decisive != self._observed or self._interrupted:
                 return
             wait = until - now
             if self._deferred:
