@@ -18,6 +18,8 @@ def register(subparsers) -> None:
     b.add_argument("--bin-dir", help="use binaries from this directory (built only if missing)")
     b.add_argument("--force", action="store_true", help="rebuild even if binaries are found")
     b.add_argument("--jobs", type=int, default=2, help="parallel compile jobs (default 2)")
+    b.add_argument("--clean", action="store_true",
+                   help="after building, delete the sources and Go cache (~2.3 GB)")
     b.set_defaults(func=_build)
 
     u = sub.add_parser("up", help="start the control plane and emulated nodes")
@@ -55,7 +57,8 @@ def _build(args) -> int:
     from ..k8s import controlplane
 
     t0 = time.monotonic()
-    paths = controlplane.build(args.bin_dir, force=args.force, progress=_say, jobs=args.jobs)
+    paths = controlplane.build(args.bin_dir, force=args.force, progress=_say, jobs=args.jobs,
+                               clean=args.clean)
     _say(f"ready in {time.monotonic() - t0:.1f} s: "
          + ", ".join(f"{k}={v}" for k, v in paths.items()))
     return 0

@@ -350,10 +350,20 @@ def _first_error(path: Path) -> str | None:
     return None
 
 
+def clean_sources(progress: Progress = print) -> None:
+    """Delete the source tree, its Go cache and the downloaded packages (~2.3 GB); the
+    installed binaries stay. A later rebuild fetches and compiles everything again."""
+    k8s = cache_dir() / "k8s"
+    for sub in ("src", "debs", "root"):
+        if (k8s / sub).exists():
+            shutil.rmtree(k8s / sub)
+            progress(f"removed {k8s / sub}")
+
+
 def build(bin_dir: str | Path | None = None, *, force: bool = False, progress: Progress = print,
-          jobs: int = 2) -> dict[str, Path]:
+          jobs: int = 2, clean: bool = False) -> dict[str, Path]:
     """Make sure etcd, kube-apiserver, kube-controller-manager and kube-scheduler exist; build
-    what is missing into the cache. Returns each binary's path."""
+    what is missing into the cache (`clean`: delete the sources after). Returns the paths."""
     if bin_dir is not None and not Path(bin_dir).is_dir():
         raise ConfigError(f"--bin-dir {bin_dir}: no such directory")
     found = find_binaries(bin_dir)
@@ -361,10 +371,14 @@ def build(bin_dir: str | Path | None = None, *, force: bool = False, progress: P
         for name, path in found.items():
             progress(f"{name}: {path}")
         progress("control plane binaries present; nothing to build")
+        if clean:
+            clean_sources(progress)
         return {k: v for k, v in found.items() if v}
     missing = [k for k, v in found.items() if not v] if not force else list(COMPONENTS)
     progress(f"building {', '.join(missing)} into {cache_dir() / 'k8s' / 'bin'}")
     built = Builder(progress, jobs).build()
+    if clean:
+        clean_sources(progress)
     found = find_binaries(bin_dir)
     return {k: (v or built[k]) for k, v in found.items()}
 
