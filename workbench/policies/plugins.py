@@ -21,9 +21,10 @@ in `PLACEMENT_PLUGINS`:
 
 A GPU-sharing task (`num_gpu` 1, `gpu_milli` < 1000) goes on one GPU with enough free milli;
 a whole-GPU task needs `num_gpu` fully free GPUs; a CPU-only task needs no GPU; `gpu_models`
-restricts the GPU model. Except for `fgd`, the sharing GPU chosen on a node is the fullest one
-that fits (best fit), as in the paper's simulator. Ties between equally good nodes are broken
-with `rng`, like the Kubernetes scheduler does.
+restricts the GPU model. A sharing task goes on the fullest GPU of the node that fits (best
+fit, as in the paper's simulator), except under `random` (any GPU that fits) and `dot-product`
+and `fgd` (the GPU their score picks). Ties between equally good nodes are broken with `rng`,
+like the Kubernetes scheduler does.
 
 Units: CPU in milli-cores, memory in MiB, GPU in milli-GPU (1000 = one GPU), all integers,
 so fractional GPU accounting adds up exactly.
