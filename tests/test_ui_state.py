@@ -248,3 +248,66 @@ def test_workbench_views_follow_the_store():
     wb.controls.step.clicks += 1
     assert "Not done" in wb.controls.message.object
     assert JobState.RUNNING.value in set(wb.jobs.table.value.state)
+
+
+# ---- a real (not forkable) cluster -------------------------------------------------------
+
+
+class RealLike:
+    """A backend that cannot fork, like Kubernetes: the simulator behind the Backend protocol
+    only. It counts observations to check the console never observes on its own."""
+
+    def __init__(self, sim: SimBackend) -> None:
+        self.sim = sim
+        self.observations = 0
+        self.jobs, self.active = sim.jobs, sim.active
+
+    @property
+    def now(self) -> float:
+        return self.sim.now
+
+    def observe(self):
+        self.observations += 1
+        return self.sim.observe()
+
+    def apply(self, actions):
+        return self.sim.apply(actions)
+
+    def advance(self, until: float) -> None:
+        self.sim.advance(until)
+
+    def next_event_time(self):
+        return self.sim.next_event_time()
+
+    def done(self) -> bool:
+        return self.sim.done()
+
+    def submit(self, spec) -> None:
+        self.sim.submit(spec)
+
+
+def test_a_real_cluster_is_scheduled_by_a_thread_and_only_watched_by_the_console():
+    import time
+
+    from workbench.traces import default_workload
+
+    real = RealLike(SimBackend(preset("small"), default_workload()[:30]))
+    store = WorkbenchState(real, "fifo")
+    assert not store.simulated
+    with pytest.raises(TypeError):
+        store.advance(60)
+    with pytest.raises(TypeError):
+        store.preview_switch("tiresias")
+    seen = real.observations
+    for _ in range(5):
+        store.refresh()
+    assert real.observations == seen  # the console reads the controller's observations
+    store.play()
+    deadline = time.monotonic() + 60
+    while not real.done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    store.pause()
+    assert real.done() and store.controller.rounds > 0
+    store.refresh()
+    assert store.summary["completed"] + store.summary["rejected"] == 30
+    assert store.scheduler_error == ""

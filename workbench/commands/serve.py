@@ -5,9 +5,10 @@
     workbench serve --address 0.0.0.0 --shared   # one cluster for everyone; controls need the token
 
 Each browser session gets its own simulation, unless `--shared`: then every session watches
-one cluster. On a non-loopback address (or with `--token`), changing a shared or real cluster
-needs the access token in the URL (`?token=...`, printed at start); without it a session is
-read-only. A session's own private simulation is always under its own control.
+one cluster, as every session does a real one (`--kubeconfig`). Changing a real cluster always
+needs the access token in the URL (`?token=...`, printed at start), and so does changing a
+shared simulation when serving on a non-loopback address (or with `--token`); without it a
+session is read-only. A session's own private simulation is always under its own control.
 """
 
 from __future__ import annotations
@@ -60,30 +61,38 @@ def run_serve(args) -> int:
         raise ConfigError(f"--policy: unknown engine {args.policy!r}; available: {', '.join(available())}")
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port: expected 1-65535, got {args.port}")
-    jobs = load_trace(args.trace, seed=args.seed)
-    if args.limit is not None:
-        if args.limit < 1:
-            raise ConfigError(f"--limit: expected a positive integer, got {args.limit}")
-        jobs = sorted(jobs, key=lambda j: j.arrival)[: args.limit]
-    cluster = args.cluster
-    if cluster is None:
-        cluster = "philly" if args.trace.split(":")[0] == "philly" else "default"
-    nodes = parse_cluster(cluster)
+    real = args.kubeconfig is not None or args.kubernetes
     loopback = is_loopback(args.address)
-    token = args.token or (None if loopback else secrets.token_urlsafe(18))
+    # A real cluster always needs the token to be changed; a simulation only off loopback.
+    token = args.token or (secrets.token_urlsafe(18) if real or not loopback else None)
+    if real:
+        shared_state = WorkbenchState.from_kubeconfig(args.kubeconfig, args.policy,
+                                                      namespace=args.namespace)
+        what = f"Kubernetes ({shared_state.cluster_name}, {shared_state.workload})"
+    else:
+        jobs = load_trace(args.trace, seed=args.seed)
+        if args.limit is not None:
+            if args.limit < 1:
+                raise ConfigError(f"--limit: expected a positive integer, got {args.limit}")
+            jobs = sorted(jobs, key=lambda j: j.arrival)[: args.limit]
+        cluster = args.cluster
+        if cluster is None:
+            cluster = "philly" if args.trace.split(":")[0] == "philly" else "default"
+        nodes = parse_cluster(cluster)
+        what = f"{len(jobs)} jobs ({args.trace}) on {len(nodes)} nodes ({cluster})"
 
-    def make_state() -> WorkbenchState:
-        return WorkbenchState.from_workload(args.trace, cluster, args.policy, jobs=jobs, nodes=nodes,
-                                            speed=args.speed)
+        def make_state() -> WorkbenchState:
+            return WorkbenchState.from_workload(args.trace, cluster, args.policy, jobs=jobs,
+                                                nodes=nodes, speed=args.speed)
 
-    shared_state = make_state() if args.shared else None
+        shared_state = make_state() if args.shared else None
     if shared_state is not None and args.run:
         shared_state.running = True
 
     def session():
         ok = token_matches(pn.state.session_args, token) if token else True
         state = shared_state or make_state()
-        locked = session_locked(token=token, given_ok=ok, shared=args.shared,
+        locked = session_locked(token=token, given_ok=ok, shared=shared_state is not None,
                                 simulated=state.simulated)
         wb = Workbench(state=state, locked=locked, inline=False,
                        running=args.run and shared_state is None)
@@ -96,8 +105,8 @@ def run_serve(args) -> int:
         origins = [f"{h}:{args.port}" for h in {host, shown_host, "localhost", "127.0.0.1"}]
     prefix = "/" + args.prefix.strip("/") if args.prefix else ""
     base = f"http://{shown_host}:{args.port}{prefix}/"
-    print(f"{TITLE}: {len(jobs)} jobs ({args.trace}) on {len(nodes)} nodes ({cluster}),"
-          f" engine {args.policy}{', shared' if args.shared else ''}")
+    print(f"{TITLE}: {what}, engine {args.policy}"
+          f"{', shared' if shared_state is not None else ''}")
     if token:
         print(f"  control:   {base}?token={token}")
         print(f"  read-only: {base}")
@@ -134,5 +143,11 @@ def register(sub) -> None:
     p.add_argument("--prefix", default="", help="URL prefix (behind a proxy)")
     p.add_argument("--allow-websocket-origin", action="append", default=None, metavar="HOST[:PORT]",
                    help="browser origins allowed to connect (repeatable; default this host)")
+    p.add_argument("--kubeconfig", default=None,
+                   help="watch and schedule a real Kubernetes cluster instead (pods with"
+                        " schedulerName=workbench); its controls always need the token")
+    p.add_argument("--kubernetes", action="store_true",
+                   help="a real cluster from $KUBECONFIG, ~/.kube/config or the in-cluster account")
+    p.add_argument("--namespace", default=None, help="with a real cluster: only this namespace")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser tab")
     p.set_defaults(func=run_serve)

@@ -137,7 +137,7 @@ def gpu_holders(backend: Any, state: ClusterState) -> dict[str, list[tuple[int, 
     out: dict[str, list[tuple[int, int, float]]] = {}
     used = np.nan_to_num(1.0 - state.gpu_free, nan=0.0)
     cursor = np.zeros_like(used)
-    for job in state.jobs.values():
+    for job in list(state.jobs.values()):  # a scheduler thread may write
         if not job.state.placed:
             continue
         g = job.spec.worker_demand.gpu
@@ -257,7 +257,7 @@ class CellPainter:
         index = state.node_index
         dirty: set[int] = set()
         live = set()
-        for job in state.jobs.values():
+        for job in list(state.jobs.values()):  # a scheduler thread may write
             if not job.state.placed or not (job.workers or job.ps):
                 continue
             live.add(job.name)

@@ -65,7 +65,7 @@ def simple_forecasts(state: ClusterState, perf: Any = None) -> dict[str, SimpleF
     gpus_per_node = int(max(state.capacity[:, 2].max(), 1))
     # GPU-seconds still owed to running jobs: the queue drains behind them.
     backlog = 0.0
-    for j in state.jobs.values():
+    for j in list(state.jobs.values()):
         if j.state is JobState.RUNNING and j.throughput > 0:
             eta = j.remaining_work / j.throughput
             backlog += eta * j.spec.worker_demand.gpu * j.num_workers
@@ -76,7 +76,7 @@ def simple_forecasts(state: ClusterState, perf: Any = None) -> dict[str, SimpleF
                 eta = j.remaining_work / rate
                 backlog += eta * j.spec.worker_demand.gpu * j.num_workers
                 out[j.name] = _make(j, now + eta, now + 0.9 * eta, now + 1.4 * eta, "model")
-    waiting = sorted((j for j in state.jobs.values() if j.state is JobState.PENDING),
+    waiting = sorted((j for j in list(state.jobs.values()) if j.state is JobState.PENDING),
                      key=lambda j: (j.spec.arrival, j.name))
     for j in waiting:
         rate = _rate(perf, j, j.spec.initial_workers, gpus_per_node)

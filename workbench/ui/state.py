@@ -16,8 +16,8 @@ On a real cluster (not the simulator) the controls that change it can be locked
 from __future__ import annotations
 
 import copy
-import itertools
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -130,6 +130,8 @@ class WorkbenchState(param.Parameterized):
     def __init__(self, backend, policy: str | Any = "tiresias", *, controller: Controller | None = None,
                  workload: str = "", cluster: str = "", **params) -> None:
         super().__init__(**params)
+        if not hasattr(backend, "fork") and controller is None:
+            backend = ObservedBackend(backend)
         self.backend = backend
         pol = make_policy(policy) if isinstance(policy, str) else policy
         self.controller = controller or Controller(backend, pol)
@@ -145,7 +147,8 @@ class WorkbenchState(param.Parameterized):
         self._jobs_version = -1
         self._listed: list[JobStatus] = []
         self.forecast_seconds = 0.0
-        self.layout: ClusterLayout = cluster_layout(list(backend.observe().nodes))
+        first = backend.observe() if self.simulated else backend.last_observed()
+        self.layout: ClusterLayout = cluster_layout(list(first.nodes))
         self._painter = CellPainter(len(self.layout.nodes), self.layout.max_gpus)
         self._finished: list[JobStatus] = []  # newest last
         self._seen_jobs = 0
@@ -159,6 +162,17 @@ class WorkbenchState(param.Parameterized):
         self._last_tick = -math.inf
         self.policy = self.controller.policy.name
         self.refresh()
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: str | None = None, policy: str = "tiresias", *,
+                        namespace: str | None = None, **params) -> WorkbenchState:
+        """A real Kubernetes cluster (pods with schedulerName=workbench), scheduled by `policy`
+        once `play()` is called; nothing is touched before."""
+        from ..k8s.backend import K8sBackend
+
+        backend = K8sBackend(kubeconfig=kubeconfig, namespace=namespace, serve=True)
+        return cls(backend, policy, workload=f"namespace {namespace or 'all'}",
+                   cluster=str(kubeconfig or "kubeconfig"), **params)
 
     @classmethod
     def from_workload(cls, trace: str = "default", cluster: str | None = "default",
@@ -222,29 +236,31 @@ class WorkbenchState(param.Parameterized):
     # ---- moving the clock -------------------------------------------------------------------
 
     def step(self) -> None:
-        """One scheduling round (the simulator jumps to it)."""
+        """One scheduling round (the simulator jumps to it; a real cluster runs it now)."""
         self._require_control()
         t0 = time.perf_counter()
-        self.controller.step()
+        if self.simulated:
+            self.controller.step()
+        elif not self._scheduler_alive():
+            self.controller.round()  # while paused only: the scheduler thread owns the loop
         self.advance_seconds = time.perf_counter() - t0
         self._after_move()
 
     def advance(self, seconds: float, max_rounds: int | None = 2000) -> None:
-        """Run the simulator `seconds` forward (at most `max_rounds` rounds, to stay responsive);
-        on a real cluster, run the round that is due, if any."""
+        """Run the simulator `seconds` forward (at most `max_rounds` rounds, to stay responsive)."""
         self._require_control()
+        if not self.simulated:
+            raise TypeError("only the simulator's clock can be moved; a real cluster runs on"
+                            " its own (play/pause)")
         t0 = time.perf_counter()
-        if self.simulated:
-            self.controller.run(until=self.backend.now + seconds, max_rounds=max_rounds)
-        else:
-            due = self.controller.next_round_time()
-            if due is not None and due <= self.backend.now:
-                self.controller.round()
+        self.controller.run(until=self.backend.now + seconds, max_rounds=max_rounds)
         self.advance_seconds = time.perf_counter() - t0
         self._after_move()
 
     def run_to_end(self) -> None:
         self._require_control()
+        if not self.simulated:
+            raise TypeError("a real cluster has no end to run to")
         self.controller.run()
         self._after_move()
 
@@ -255,21 +271,47 @@ class WorkbenchState(param.Parameterized):
         if now - self._last_tick < 0.8 * self.period_ms / 1000.0:
             return
         self._last_tick = now
-        if self.running and not self.finished and not self.busy:
+        if not self.simulated:
+            self.refresh()  # the scheduler thread moves a real cluster
+        elif self.running and not self.finished and not self.busy:
             try:
                 self.advance(self.speed * self.period_ms / 1000.0)
             except PermissionError:
                 self.running = False
-        elif not self.simulated:
-            self.refresh()
 
     def play(self) -> None:
+        """Let the scheduler run: the simulator advances on each tick; on a real cluster a
+        scheduler thread runs the Controller's loop until paused."""
         self._require_control()
-        if not self.finished:
-            self.running = True
+        if self.finished:
+            return
+        self.running = True
+        if not self.simulated and not self._scheduler_alive():
+            self._scheduler = threading.Thread(target=self._schedule_loop, daemon=True,
+                                               name="workbench-ui-scheduler")
+            self._scheduler.start()
 
     def pause(self) -> None:
+        """Stop scheduling (on a real cluster after the round or wait in progress)."""
         self.running = False
+
+    _scheduler: threading.Thread | None = None
+
+    def _scheduler_alive(self) -> bool:
+        return self._scheduler is not None and self._scheduler.is_alive()
+
+    def _schedule_loop(self) -> None:
+        # Runs in its own thread; touches no parameter (their watchers drive Bokeh documents).
+        while self.running:
+            try:
+                report = self.controller.step()
+            except Exception as e:  # noqa: BLE001 - the console shows it; scheduling stops
+                self.scheduler_error = f"scheduler stopped: {e}"
+                return
+            if report is None and self.backend.done():
+                return
+
+    scheduler_error = ""
 
     def _after_move(self) -> None:
         if self.backend.done():
@@ -394,7 +436,13 @@ class WorkbenchState(param.Parameterized):
     def refresh(self) -> None:
         """Observe the backend and recompute everything the views draw."""
         t0 = time.perf_counter()
-        state = self.backend.observe()
+        state = self.backend.observe() if self.simulated else self.backend.last_observed()
+        if len(state.nodes) != len(self.layout.nodes) or any(
+                a.name != b.name for a, b in zip(state.nodes, self.layout.nodes)):
+            self.layout = cluster_layout(list(state.nodes))  # nodes joined or left
+            self._painter = CellPainter(len(self.layout.nodes), self.layout.max_gpus)
+            self.cluster_state = state
+            self.layout_version += 1
         self.cluster_state = state
         holders = gpu_holders(self.backend, state)
         cells: ClusterCells = self._painter.paint(state, holders)
@@ -438,14 +486,16 @@ class WorkbenchState(param.Parameterized):
         if not isinstance(all_jobs, dict) or not isinstance(active, dict):
             jobs = list(self.cluster_state.jobs.values())
             return sorted(jobs, key=job_sort_key)
-        new = [j for j in itertools.islice(all_jobs.values(), self._seen_jobs, None)]
-        self._seen_jobs = len(all_jobs)
+        # list()/dict() copies are atomic under the GIL: safe while a scheduler thread writes.
+        everything, active = list(all_jobs.values()), dict(active)
+        new = everything[self._seen_jobs:]
+        self._seen_jobs = len(everything)
         left = [j for name, j in self._active_before.items() if name not in active]
         done = [j for j in left + new if j.state.finished]
         done.sort(key=lambda j: (j.finish_time or 0.0, j.name))
         self._finished.extend(done)
         del self._finished[:-self.max_job_rows]
-        self._active_before = dict(active)
+        self._active_before = active
         rank = _STATE_RANK
         listed = sorted(active.values(), key=lambda j: rank.get(j.state, 5))  # stable: arrival
         return listed + self._finished[::-1]
@@ -476,7 +526,7 @@ class WorkbenchState(param.Parameterized):
         last = tl[-1] if tl else None
         all_jobs = getattr(self.backend, "jobs", state.jobs)
         counts = {s: 0 for s in JobState}
-        for j in all_jobs.values():
+        for j in list(all_jobs.values()):
             counts[j.state] += 1
         up = state.node_up
         total_gpus = float(state.capacity[up, 2].sum())
@@ -547,6 +597,33 @@ def _numeric_point(value: Any) -> Any:
             for v in value.values()):
         return {str(k): float("nan") if v is None else float(v) for k, v in value.items()}
     return None
+
+
+class ObservedBackend:
+    """A real cluster's backend as the store sees it: the Controller's own observations are
+    kept, and the console shows the last one. The console must not observe by itself: on
+    Kubernetes an observation also marks the changes seen so far as handled by a round."""
+
+    def __init__(self, backend) -> None:
+        self._backend = backend
+        self._last: Any = None
+        self._lock = threading.Lock()
+
+    def observe(self):
+        state = self._backend.observe()
+        with self._lock:
+            self._last = state
+        return state
+
+    def last_observed(self):
+        with self._lock:
+            last = self._last
+        return last if last is not None else self.observe()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "fork":  # a real cluster cannot be forked
+            raise AttributeError(name)
+        return getattr(self._backend, name)
 
 
 def _run_within(controller: Controller, until: float | None, deadline: float) -> bool:

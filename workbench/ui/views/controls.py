@@ -82,6 +82,9 @@ class ControlsView(View):
             pn.Card(pn.Row(self.cluster, self.trace), pn.Row(self.new_policy, self.load),
                     title="New simulation", collapsed=True, sizing_mode="stretch_width"),
             self.message, sizing_mode="stretch_width", name="Controls")
+        if not state.simulated:  # a real cluster runs on its own clock and cannot be reloaded
+            self.to_end.visible = self.speed.visible = False
+            self.panel.objects = [o for o in self.panel.objects if not isinstance(o, pn.Card)]
         self._lock()
         self.sync()
 
@@ -192,7 +195,7 @@ class ControlsView(View):
         super().sync()
         if self.play.value != self.state.running:
             self.play.value = self.state.running
-        msg = self.state.message
+        msg = self.state.message or self.state.scheduler_error
         if msg and msg != self._last_message:
             self._last_message = msg
             self.message.object = msg
