@@ -12,6 +12,12 @@ kube-controller-manager and kube-scheduler, writes a kubeconfig, registers emula
 nodes and starts the node emulator (`workbench.k8s.emulator`) as a background process.
 Every process it starts is recorded in `DIR/pids.json`, and `down(DIR)` stops exactly those.
 
+Measured here (2 shared cores, load 5-9): cold build 22 min wall / 7.3 min CPU (about 5 min
+wall on an idle machine), warm `build` 1-2 s; `up` with 3 nodes 15-17 s (apiserver ready 8 s),
+250 nodes 18 s; idle RSS etcd 47 MB, apiserver 320 MB, controller-manager 88 MB, scheduler
+42 MB, emulator 59 MB; 1,000 GPU pods bound by kube-scheduler (--api-qps 500) and Running on
+250 emulated nodes 16 s after the first was created.
+
     with LocalCluster(nodes=3, gpus_per_node=8) as cluster:
         core = kubernetes.client.CoreV1Api(cluster.api_client)
         ...   # cluster.kubeconfig is the admin kubeconfig path
