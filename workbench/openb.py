@@ -313,9 +313,10 @@ def curves_svg(data: dict[str, dict[str, np.ndarray]], title: str = "") -> str:
             out.append(f'<polyline points="{pts}" fill="none" stroke="{colour}" '
                        f'stroke-width="1.5"/>')
             if p == 0:
-                ly = y0 + h - 12 - 14 * (len(data) - 1 - i)
-                out.append(f'<line x1="{x0 + 10}" y1="{ly}" x2="{x0 + 28}" y2="{ly}" '
-                           f'stroke="{colour}" stroke-width="2"/><text x="{x0 + 32}" '
+                # bottom right: the curves are high there
+                ly, lx = y0 + h - 12 - 14 * (len(data) - 1 - i), x0 + w - 120
+                out.append(f'<line x1="{lx}" y1="{ly}" x2="{lx + 18}" y2="{ly}" '
+                           f'stroke="{colour}" stroke-width="2"/><text x="{lx + 22}" '
                            f'y="{ly + 4}">{_esc(plugin)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
