@@ -148,7 +148,9 @@ def replay(nodes: Sequence[Node], workload: OpenbWorkload, plugin: str, seed: in
     allocated = np.empty(len(order))
     placed = np.zeros(len(order), dtype=bool)
     marks = list(np.arange(FRAG_STEP, load + 1e-9, FRAG_STEP))
-    frag_load, frag_ratio, frag_share = [0.0], [0.0], [0.0]
+    empty = state.fragmentation()  # CPU-only shapes see even an idle cluster's GPUs as fragments
+    frag_load, frag_ratio, frag_share = [0.0], [empty / state.total_gpu_milli], [
+        empty / state.total_gpu_milli]
     tasks = workload.tasks
     allocate = state.allocate
     next_mark = 0
