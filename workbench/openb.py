@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -102,7 +102,6 @@ class Replay:
     frag_share: np.ndarray  # fragmented / all GPU capacity
     seconds: float
     workload: str = ""
-    extra: dict = field(default_factory=dict)
 
     @property
     def failed(self) -> int:
