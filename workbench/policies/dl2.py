@@ -52,6 +52,7 @@ from ..model import (
     JobStatus,
     Place,
     Placement,
+    Reject,
     Suspend,
     Wait,
     describe_placement,
@@ -773,9 +774,9 @@ class Dl2Policy(Policy):
         actions: list[Action] = []
         for j in jobs:
             if j.spec.kind != JobKind.PS and not j.state.placed:
-                why = "waiting: DL2 schedules parameter-server jobs only"
-                if j.reason != why:
-                    actions.append(Wait(j.name, why))
+                # Its network was trained on PS jobs only: refuse at once rather than hold forever.
+                actions.append(Reject(j.name, "rejected: DL2 schedules parameter-server jobs only"
+                                      " (switch engine for all-reduce jobs)"))
         alloc = SlotAllocator(state.capacity, self.net.types, self.round_interval)
         views = [self._view(j, state.now) for j in ps_jobs]
         # Resources held by jobs the network does not steer (not PS) stay taken.
