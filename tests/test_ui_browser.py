@@ -259,3 +259,47 @@ def test_a_notebook_cell_renders_the_app_with_no_internet(browser, tmp_path, scr
         assert ours == [] and errors == []
     finally:
         page.close()
+
+
+def test_the_jupyterlab_launcher_opens_the_app(browser, tmp_path, screenshots):
+    """JupyterLab with the server-proxy entry (as pyproject declares it, here by config): the
+    Launcher's "Scheduling Workbench" card opens the app in a JupyterLab tab."""
+    pytest.importorskip("jupyter_server_proxy")
+    pytest.importorskip("jupyterlab")
+    config = tmp_path / "jupyter_server_config.py"
+    config.write_text("from workbench.ui.jupyter import setup_workbench\n"
+                      "c.ServerProxy.servers = {'workbench': setup_workbench()}\n")
+    port, token = _free_port(), "workbench-test"
+    lab = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         "--allow-root", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
+         f"--config={config}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"],
+        cwd=tmp_path,  # Jupyter also reads jupyter_server_config.py from here
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or lab.poll() is not None:
+                    raise RuntimeError("JupyterLab did not start") from None
+                time.sleep(0.5)
+        page.goto(f"http://127.0.0.1:{port}/lab?reset&token={token}")  # a fresh workspace
+        card = page.locator(".jp-LauncherCard", has_text="Scheduling Workbench")
+        card.wait_for(timeout=120_000)
+        card.click()
+        app = page.frame_locator("iframe").first
+        app.locator(".bk-tab", has_text="Cluster").first.wait_for(timeout=120_000)
+        app.get_by_role("button", name="Step", exact=True).click()
+        app.locator("text=Engine now: tiresias").first.wait_for(timeout=30_000)
+        page.screenshot(path=str(screenshots / "ui-jupyterlab.png"))
+    finally:
+        page.close()
+        os.killpg(lab.pid, 15)  # the server and the app it started behind the proxy
+        try:
+            lab.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(lab.pid, 9)

@@ -1,0 +1,37 @@
+"""The app inside JupyterLab: a jupyter-server-proxy entry point.
+
+JupyterLab's Launcher shows a "Scheduling Workbench" card; opening it starts
+`workbench serve` on a free local port behind the Jupyter server (which does the
+authentication) and shows the app in a JupyterLab tab. Declared in pyproject.toml:
+
+    [project.entry-points.jupyter_serverproxy_servers]
+    workbench = "workbench.ui.jupyter:setup_workbench"
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib import resources
+
+NAME = "workbench"
+TITLE = "Scheduling Workbench"
+
+
+def icon_path() -> str:
+    return str(resources.files("workbench.ui") / "static" / "workbench.svg")
+
+
+def setup_workbench() -> dict:
+    """The server-proxy configuration (`{port}` and `{base_url}` are filled in by the proxy)."""
+    return {
+        # The same interpreter as the Jupyter server: no reliance on PATH.
+        "command": [sys.executable, "-m", "workbench", "serve", "--port", "{port}",
+                    "--address", "127.0.0.1", "--no-browser", "--prefix", "{base_url}" + NAME,
+                    # The browser's origin is the Jupyter server's; it authenticated the user.
+                    "--allow-websocket-origin", "*"],
+        "absolute_url": True,  # the app is served under {base_url}workbench/ (its --prefix)
+        "timeout": 120,
+        "new_browser_tab": False,
+        "launcher_entry": {"enabled": True, "title": TITLE, "icon_path": icon_path(),
+                           "category": "Notebook"},
+    }
