@@ -364,6 +364,7 @@ class K8sBackend:
         groups = group_pods(pods, self.scheduler_name, skip)
         batch_jobs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in job_objs}
         self._future_arrivals = []
+        discovered = False
         for key, group in groups.items():
             job = self._tracked.get(key)
             if job is None:
@@ -372,7 +373,11 @@ class K8sBackend:
                 job = self._discover(key, group, batch_jobs, now)
                 if job is None:
                     continue
+                discovered = True
             self._update(job, group, batch_jobs, now, mono)
+        if discovered:  # jobs in arrival order, as the simulator lists them
+            self.active = dict(sorted(self.active.items(),
+                                      key=lambda kv: (kv[1].spec.arrival, kv[0])))
         for key, job in self._tracked.items():
             if key not in groups and not job.status.state.finished:
                 self._missing(job, batch_jobs, now, mono)
@@ -934,7 +939,9 @@ class K8sBackend:
                 continue
             self.binder.stats["rollbacks"] += 1
             log.info("%s: rolled back (%s)", st.name, why)
-            rollback = [r.pod for r in bound] + list(job.bound_pods)
+            # bound by us, bound before us (a 409 for another node), and bound earlier
+            rollback = [r.pod for r in g.results if r.ok or r.status == 409] + \
+                list(job.bound_pods)
             self._delete_pods(job, rollback, recreate=True)
             job.plan = None
             job.bound_pods = []

@@ -1,0 +1,426 @@
+"""K8sBackend against a real kube-apiserver (the local control plane) with emulated GPU nodes:
+every engine runs real batch/v1 Jobs to completion, makes the same first decisions as in the
+simulator, survives a live policy switch, and no job is lost or duplicated by faults (an
+apiserver restart, an expired watch, a second bind, a node going NotReady).
+
+One cluster serves the module; each test works in its own namespace. The emulator's clock runs
+SPEED times faster than real time, and so does the backend's, so jobs take seconds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+import uuid
+
+import pytest
+
+from workbench.control import Controller
+from workbench.k8s import labels
+from workbench.k8s.controlplane import LocalCluster, find_binaries
+from workbench.model import JobSpec, JobState, Place, Resources
+from workbench.perf import default_perf
+from workbench.policies import available, make_policy
+from workbench.sim import SimBackend
+from workbench.traces import synthetic_workload
+
+pytestmark = pytest.mark.integration
+
+SPEED = 50.0
+WORK_S = 90.0  # emulated seconds of training per job at its initial placement
+PERF = default_perf()
+
+
+def _need_binaries() -> None:
+    missing = [k for k, v in find_binaries().items() if v is None]
+    if missing:
+        msg = f"no {', '.join(missing)}: run .ci/k8s-setup (workbench cluster build)"
+        if os.environ.get("WORKBENCH_REQUIRE_K8S") == "1" or \
+                os.environ.get("WORKBENCH_REQUIRE_ALL") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    _need_binaries()
+    with LocalCluster(nodes=4, gpus_per_node=4, cpus=48, mem=192, racks=2, speed=SPEED,
+                      api_qps=200) as c:
+        yield c
+
+
+def _until(what: str, check, timeout: float = 30.0, every: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(every)
+
+
+@pytest.fixture
+def namespace(cluster):
+    """A fresh namespace (with its default service account); emptied afterwards."""
+    rest = cluster.rest
+    ns = f"t-{uuid.uuid4().hex[:8]}"
+    rest.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                     "metadata": {"name": ns}})
+    _until("default service account", lambda: _exists(
+        rest, f"/api/v1/namespaces/{ns}/serviceaccounts/default"))
+    yield ns
+    for job in rest.get(f"/apis/batch/v1/namespaces/{ns}/jobs")["items"]:
+        rest.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/{job['metadata']['name']}",
+                     {"kind": "DeleteOptions", "apiVersion": "v1",
+                      "propagationPolicy": "Background"})
+    for pod in rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]:
+        with contextlib.suppress(Exception):  # already gone
+            rest.delete(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}",
+                        grace_period_seconds=0)
+
+
+def _exists(rest, path: str) -> bool:
+    try:
+        rest.get(path)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _backend(cluster, namespace: str, **kw):
+    from workbench.k8s.backend import K8sBackend
+
+    return K8sBackend(cluster.api_client, namespace=namespace, speed=SPEED, **kw)
+
+
+def _workload(t0: float, n: int = 5, seed: int = 1, ps_share: float = 0.4,
+              prefix: str = "job") -> list[JobSpec]:
+    """`n` small jobs arriving at `t0`: ~WORK_S emulated seconds of work each, some PS jobs,
+    some with deadlines; at most 4 workers (one node's GPUs)."""
+    jobs = synthetic_workload(n, arrival_rate=1 / 30, max_workers=4, seed=seed,
+                              ps_jobs=ps_share, deadline_factor=(2.0, 4.0), gpus_per_node=4)
+    out = []
+    for i, j in enumerate(jobs):
+        workers = {"a": j.initial_workers}
+        ps = {"a": j.num_ps} if j.num_ps else {}
+        rate = PERF.iteration_rate(j, workers, ps)
+        deadline = None if j.deadline is None else t0 + 6 * WORK_S
+        out.append(j.with_(name=f"{prefix}-{i}", arrival=t0, total_work=rate * WORK_S,
+                           deadline=deadline))
+    return out
+
+
+def _submit_all(backend, specs: list[JobSpec]) -> None:
+    for s in specs:
+        backend.submit(s)
+    _until("every job's pods", lambda: len(backend.observe().jobs) == len(specs), timeout=60)
+
+
+def _run(controller: Controller, backend, horizon: float = 4000.0) -> None:
+    controller.run(until=backend.now + horizon)
+    left = {j.name: (j.state.value, j.reason) for j in backend.active.values()}
+    assert backend.done(), f"jobs left after {horizon:.0f} emulated s: {left}"
+
+
+def _assert_each_finished_once(backend, specs: list[JobSpec]) -> None:
+    names = [j.name for j in backend.finished]
+    assert sorted(names) == sorted(s.name for s in specs), "a job was lost or duplicated"
+    for j in backend.finished:
+        assert j.state in (JobState.COMPLETED, JobState.REJECTED), j
+        assert j.reason
+        if j.state is JobState.COMPLETED:
+            assert j.progress == pytest.approx(j.spec.total_work)
+
+
+def _succeeded_pods(cluster, ns: str) -> dict[str, int]:
+    pods = cluster.rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]
+    out: dict[str, int] = {}
+    for p in pods:
+        if p.get("status", {}).get("phase") == "Succeeded":
+            job = p["metadata"]["labels"][labels.JOB]
+            out[job] = out.get(job, 0) + 1
+    return out
+
+
+# ---- every engine, and the same first decisions as the simulator -----------------------------
+
+
+@pytest.mark.parametrize("engine", available())
+def test_engine_runs_real_jobs_to_completion_and_decides_as_in_the_simulator(
+        cluster, namespace, engine):
+    backend = _backend(cluster, namespace)
+    try:
+        t0 = backend.now
+        specs = _workload(t0, seed=3)
+        _submit_all(backend, specs)
+        policy = make_policy(engine)
+        first: list = []
+        schedule = policy.schedule
+
+        def capture(state):
+            actions = schedule(state)
+            if not first:
+                first.append((state.now, actions))
+            return actions
+        policy.schedule = capture
+        controller = Controller(backend, policy)
+        _run(controller, backend)
+        _assert_each_finished_once(backend, specs)
+        assert any(j.state is JobState.COMPLETED for j in backend.finished)
+        # no pod left running, none of another job's: Succeeded pods are one gang per job
+        done = _succeeded_pods(cluster, namespace)
+        for j in backend.finished:
+            if j.state is JobState.COMPLETED:
+                assert done.get(j.name, 0) == j.target_workers + j.target_ps
+
+        # the simulator, at the same moment after the same arrivals, decides the same places
+        at, k8s_actions = first[0]
+        sim = SimBackend(cluster.node_specs, [s.with_(arrival=0.0, deadline=None if
+                                                      s.deadline is None else s.deadline - t0)
+                                              for s in specs])
+        sim.advance(at - t0)
+        sim_actions = make_policy(engine).schedule(sim.observe())
+
+        def places(actions):
+            return sorted((a.job, sorted(a.workers.items()), sorted(a.ps.items()), a.partial)
+                          for a in actions if isinstance(a, Place))
+        assert places(k8s_actions) == places(sim_actions)
+    finally:
+        backend.close()
+
+
+# ---- live switching -----------------------------------------------------------------------------
+
+
+def test_policy_switch_mid_run_loses_nothing(cluster, namespace):
+    backend = _backend(cluster, namespace)
+    try:
+        specs = _workload(backend.now, n=6, seed=5, ps_share=0.0)
+        specs = [s.with_(total_work=s.total_work * 4) for s in specs]  # still running at the switch
+        _submit_all(backend, specs)
+        controller = Controller(backend, make_policy("tiresias"))
+        _until("a job running", lambda: (controller.step() or True) and any(
+            j.state is JobState.RUNNING for j in backend.active.values()), timeout=60, every=0)
+        placed = {j.name: dict(j.workers) for j in backend.active.values() if j.state.placed}
+        restarts = {j.name: j.restarts for j in backend.jobs.values()}
+        controller.switch(make_policy("optimus"))  # elastic: scales what it now owns
+        controller.step()
+        assert controller.recorder.switches and controller.recorder.switches[-1][2] == "optimus"
+        # the switch itself touched no job: whatever moved, moved by an optimus decision
+        moved = {d.job for d in controller.recorder.decisions
+                 if d.policy == "optimus" and d.applied and d.action in ("Scale", "Migrate",
+                                                                           "Suspend")}
+        for name in placed:
+            job = backend.jobs[name]
+            if name not in moved and not job.state.finished:
+                assert job.restarts == restarts[name]
+        _run(controller, backend)
+        _assert_each_finished_once(backend, specs)
+    finally:
+        backend.close()
+
+
+# ---- faults -------------------------------------------------------------------------------------
+
+
+def _bare_gang(ns: str, job: str, workers: int, work: float) -> list[dict]:
+    """Bare pods of one gang (no Job owns them): the backend re-creates them itself."""
+    pods = []
+    for k in range(workers):
+        pods.append({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{job}-{k}", "namespace": ns,
+                         "labels": {labels.JOB: job, labels.ROLE: labels.ROLE_WORKER},
+                         "annotations": {labels.APPLICATION: "cifar10",
+                                         labels.TOTAL_WORK: repr(work),
+                                         labels.BATCH_SIZE: "512",
+                                         labels.NUM_WORKERS: str(workers)}},
+            "spec": {"schedulerName": labels.SCHEDULER_NAME, "restartPolicy": "Never",
+                     "automountServiceAccountToken": False,
+                     "containers": [{"name": "train", "image": "emulated", "resources": {
+                         "requests": {"cpu": "4", "memory": "16Gi", labels.GPU_RESOURCE: "1"},
+                         "limits": {labels.GPU_RESOURCE: "1"}}}]}})
+    return pods
+
+
+def _bind(rest, ns: str, pod: str, node: str) -> None:
+    rest.post(f"/api/v1/namespaces/{ns}/pods/{pod}/binding", {
+        "apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod, "namespace": ns},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": node}})
+
+
+def _bound_nodes(rest, ns: str, job: str) -> list[str | None]:
+    pods = rest.get(f"/api/v1/namespaces/{ns}/pods", labelSelector=f"{labels.JOB}={job}")
+    return [p["spec"].get("nodeName") for p in pods["items"]
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_second_bind_409_is_handled_and_no_partial_gang_stays(cluster, namespace):
+    rest = cluster.rest
+    rate = PERF.iteration_rate(JobSpec("p", "cifar10", 0, 1, 512, 2, 1, 2), {"n": 2}, {})
+    for pod in _bare_gang(namespace, "same", 2, rate * WORK_S) + \
+            _bare_gang(namespace, "other", 2, rate * WORK_S):
+        rest.post(f"/api/v1/namespaces/{namespace}/pods", pod)
+    backend = _backend(cluster, namespace)
+    try:
+        _until("both jobs", lambda: len(backend.observe().jobs) == 2)
+        # a bind that already happened (e.g. a retried request): the 409 names our node
+        _bind(rest, namespace, "same-0", "gpu-node-000")
+        # a pod another scheduler bound elsewhere: the gang cannot be as planned
+        _bind(rest, namespace, "other-0", "gpu-node-003")
+        out = backend.apply([Place("same", "test", {"gpu-node-000": 2}),
+                             Place("other", "test", {"gpu-node-001": 2})])
+        assert out[0].applied, out[0].detail
+        assert backend.binder.stats["bind_conflicts"] >= 2
+        assert not out[1].applied and "already assigned to gpu-node-003" in out[1].detail
+        assert sorted(_bound_nodes(rest, namespace, "same")) == ["gpu-node-000"] * 2
+        # rolled back: every pod of "other" is unbound again (deleted, re-created pending)
+        def rolled_back():
+            nodes = _bound_nodes(rest, namespace, "other")
+            return len(nodes) == 2 and not any(nodes)
+        _until("the gang rolled back", rolled_back)
+        assert backend.observe().jobs["other"].state is JobState.PENDING
+        backend.binder.events.flush()
+        events = rest.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+        assert any(e["reason"] == "FailedBinding" and "rolled back" in e["message"]
+                   for e in events)
+        controller = Controller(backend, make_policy("fifo"))
+        _run(controller, backend)
+        assert {j.name: j.state for j in backend.finished} == \
+            {"same": JobState.COMPLETED, "other": JobState.COMPLETED}
+        assert _succeeded_pods(cluster, namespace) == {"same": 2, "other": 2}
+    finally:
+        backend.close()
+
+
+def test_events_explain_decisions_on_the_pods(cluster, namespace):
+    backend = _backend(cluster, namespace)
+    try:
+        t0 = backend.now
+        # one job needs more GPUs than any node has free after the first takes a whole node
+        big = JobSpec("big", "cifar10", t0, 1e9, 512, initial_workers=4, min_workers=4,
+                      max_workers=4, worker_demand=Resources(4, 16, 1))
+        huge = JobSpec("huge", "cifar10", t0, 1e3, 512, initial_workers=20, min_workers=20,
+                       max_workers=20, worker_demand=Resources(4, 16, 1))
+        _submit_all(backend, [big, huge])
+        controller = Controller(backend, make_policy("fifo"))
+        controller.round()
+        backend.binder.events.flush()
+        rest = cluster.rest
+        events = rest.get(f"/api/v1/namespaces/{namespace}/events")["items"]
+        by_pod: dict[str, list[tuple[str, str]]] = {}
+        for e in events:
+            by_pod.setdefault(e["involvedObject"]["name"], []).append((e["reason"], e["message"]))
+        big_pods = [n for n in by_pod if n.startswith("big-")]
+        assert big_pods and all(any(r == "Scheduled" and "gpu-node-" in m for r, m in by_pod[n])
+                                for n in big_pods)
+        huge_reason = backend.jobs["huge"].reason
+        assert huge_reason
+        huge_pods = [n for n in by_pod if n.startswith("huge-")]
+        assert huge_pods and all(any(m == huge_reason for _, m in by_pod[n]) for n in huge_pods)
+    finally:
+        backend.close()
+
+
+def test_node_going_not_ready_sends_its_jobs_back_without_loss(cluster, namespace):
+    rest = cluster.rest
+    backend = _backend(cluster, namespace)
+    node = None
+    try:
+        specs = _workload(backend.now, n=4, seed=7, ps_share=0.0)
+        specs = [s.with_(total_work=s.total_work * 3) for s in specs]  # long enough to fail
+        _submit_all(backend, specs)
+        controller = Controller(backend, make_policy("fifo"))
+        _until("a job running", lambda: (controller.step() or True) and any(
+            j.state is JobState.RUNNING for j in backend.active.values()), timeout=60, every=0)
+        victim = next(j for j in backend.active.values() if j.state is JobState.RUNNING)
+        node = min(victim.nodes)
+        rest.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {
+            labels.NODE_DOWN: "true"}}})
+        _until("the job sent back", lambda: (controller.step() or True) and any(
+            n == node for _, n, _ in backend.node_failures), timeout=60, every=0)
+        assert not backend.observe().node_up[backend.observe().node_index[node]]
+        _run(controller, backend)
+        _assert_each_finished_once(backend, specs)
+        assert all(j.state is JobState.COMPLETED for j in backend.finished)
+        assert backend.jobs[victim.name].restarts >= 1 or victim.name in \
+            {j for _, _, j in backend.node_failures}
+        # nothing ran on the failed node after it failed
+        for p in rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]:
+            if p["spec"].get("nodeName") == node:
+                assert p["status"].get("phase") != "Running"
+    finally:
+        if node is not None:
+            rest.patch(f"/api/v1/nodes/{node}", {"metadata": {"annotations": {
+                labels.NODE_DOWN: None}}})
+            _until("node Ready again", lambda: any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in rest.get(f"/api/v1/nodes/{node}")["status"]["conditions"]))
+        backend.close()
+
+
+def test_apiserver_restart_and_expired_watch_lose_no_job(cluster, namespace):
+    backend = _backend(cluster, namespace)
+    try:
+        specs = _workload(backend.now, n=5, seed=11, ps_share=0.4)
+        specs = [s.with_(total_work=s.total_work * 2) for s in specs]
+        _submit_all(backend, specs)
+        controller = Controller(backend, make_policy("tiresias"))
+        errors: list[BaseException] = []
+
+        def run():
+            try:
+                controller.run(until=backend.now + 6000)
+            except BaseException as e:  # noqa: BLE001 - re-raised in the test thread
+                errors.append(e)
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        _until("a job running", lambda: any(j.state is JobState.RUNNING
+                                            for j in list(backend.active.values())), timeout=60)
+        pods = backend.cache.pods
+        seen = pods.lists + pods.reconnects
+        cluster.restart("kube-apiserver")
+        # the watches break; each resumes from its version, or relists if that expired (410)
+        _until("the pod watch back", lambda: pods.lists + pods.reconnects > seen, timeout=60)
+        # and an explicitly expired version: 410 Gone, then a fresh list
+        expired_before, lists_before = pods.expired, pods.lists
+        pods.restart_watch("1")  # older than anything the restarted apiserver keeps
+        _until("410 and relist", lambda: pods.expired > expired_before and
+               pods.lists > lists_before, timeout=30)
+        thread.join(timeout=120)
+        assert not thread.is_alive() and not errors, errors
+        assert backend.done(), {j.name: j.reason for j in backend.active.values()}
+        _assert_each_finished_once(backend, specs)
+        done = _succeeded_pods(cluster, namespace)
+        for j in backend.finished:
+            if j.state is JobState.COMPLETED:
+                assert done[j.name] == j.target_workers + j.target_ps
+    finally:
+        backend.close()
+
+
+def test_cache_cluster_state_matches_the_backend(cluster, namespace):
+    from workbench.k8s.cache import ClusterCache
+
+    backend = _backend(cluster, namespace)
+    cache = ClusterCache(cluster.api_client, namespace).start()
+    try:
+        specs = _workload(backend.now, n=3, seed=2, ps_share=0.0)
+        _submit_all(backend, specs)
+        controller = Controller(backend, make_policy("fifo"))
+        controller.round()
+        _until("all placed", lambda: (backend.advance(backend.now + 1) or True) and all(
+            j.state is JobState.RUNNING for j in backend.observe().jobs.values()), timeout=30)
+        time.sleep(0.5)
+        a, b = cache.cluster_state(), backend.observe()
+        assert [n.name for n in a.nodes] == [n.name for n in b.nodes]
+        assert (a.capacity == b.capacity).all() and (a.allocated == b.allocated).all()
+        assert {n: (j.workers, j.ps) for n, j in a.jobs.items()} == \
+            {n: (j.workers, j.ps) for n, j in b.jobs.items()}
+        assert all(a.jobs[n].spec == b.jobs[n].spec for n in a.jobs)
+    finally:
+        cache.stop()
+        backend.close()
