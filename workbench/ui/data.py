@@ -98,7 +98,7 @@ def cluster_layout(nodes: list[Node], aspect: float = 1.6) -> ClusterLayout:
         rows = math.ceil(n_racks / c)
         w = c * node_w + (c - 1) * RACK_GAP_X
         h = rows * (rack_h + RACK_GAP_Y)
-        score = abs(math.log((w / h) / aspect))
+        score = abs(math.log((w / h) / aspect)) + (rows * c - n_racks) / n_racks  # empty slots
         if score < best:
             best, cols = score, c
     node_x = np.zeros(len(nodes))

@@ -72,7 +72,9 @@ class ClusterView(View):
                           line_width=0.5)
         fig.quad(left="mem_left", right="mem_right", top="y0", bottom="y1", source=self.node_source,
                  fill_color=MEM_COLOUR, line_color=None)
-        fig.text(x="x", y="y", text="rack", source=self.rack_source, text_font_size="9pt",
+        small = len(self.state.layout.nodes) > 200
+        fig.text(x="x", y="y", text="rack", source=self.rack_source,
+                 text_font_size="7pt" if small else "9pt",
                  text_color="#444444", text_baseline="bottom", text_font_style="bold")
         fig.text(x="x", y="y", text="text", source=self.header_source, text_font_size="8pt",
                  text_color="#666666", text_baseline="bottom")
@@ -123,6 +125,8 @@ class ClusterView(View):
             "y": np.concatenate([lay.rack_y - 0.1] * 2),
             "text": ["CPU"] * len(first) + ["memory"] * len(first)}
         shown = lay.label_w > 0
+        if not shown:  # on big clusters the legend says which bar is which
+            self.header_source.data = {"x": [], "y": [], "text": []}
         self.label_source.data = {"x": lay.node_x + lay.label_w - 0.2 if shown else [],
                                   "y": lay.node_y + ROW_H / 2 if shown else [],
                                   "node": list(names) if shown else []}
