@@ -304,3 +304,54 @@ def test_the_jupyterlab_launcher_opens_the_app(browser, tmp_path, screenshots):
             lab.wait(15)
         except subprocess.TimeoutExpired:
             os.killpg(lab.pid, 9)
+
+
+def test_the_jupyterlab_extension_opens_the_app_in_a_main_area_tab(browser, tmp_path, screenshots):
+    """The prebuilt workbench-launcher extension (as the wheel installs it under
+    share/jupyter/labextensions): one Launcher card, and its command opens the app in a tab."""
+    pytest.importorskip("jupyter_server_proxy")
+    built = Path(__file__).resolve().parents[1] / "workbench" / "ui" / "labextensions"
+    if not (built / "workbench-launcher" / "package.json").is_file():
+        pytest.skip("extension not built (extensions/workbench-launcher: jlpm build:prod)")
+    jupyter_path = tmp_path / "share"
+    (jupyter_path / "labextensions").mkdir(parents=True)
+    (jupyter_path / "labextensions" / "workbench-launcher").symlink_to(built / "workbench-launcher")
+    config = tmp_path / "jupyter_server_config.py"
+    config.write_text("from workbench.ui.jupyter import setup_workbench\n"
+                      "c.ServerProxy.servers = {'workbench': setup_workbench()}\n")
+    port, token = _free_port(), "workbench-test"
+    env = {**os.environ, "JUPYTER_PATH": str(jupyter_path)}
+    lab = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
+         "--allow-root", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
+         f"--config={config}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or lab.poll() is not None:
+                    raise RuntimeError("JupyterLab did not start") from None
+                time.sleep(0.5)
+        page.goto(f"http://127.0.0.1:{port}/lab?reset&token={token}")
+        cards = page.locator(".jp-LauncherCard", has_text="Scheduling Workbench")
+        cards.first.wait_for(timeout=120_000)
+        time.sleep(2)
+        assert cards.count() == 1  # the extension's card; the proxy then adds none
+        cards.first.click()
+        page.locator(".jp-WorkbenchPanel").wait_for(timeout=30_000)
+        app = page.frame_locator(".jp-WorkbenchPanel iframe")
+        app.locator(".bk-tab", has_text="Cluster").first.wait_for(timeout=120_000)
+        page.screenshot(path=str(screenshots / "ui-jupyterlab-extension.png"))
+    finally:
+        page.close()
+        os.killpg(lab.pid, 15)
+        try:
+            lab.wait(15)
+        except subprocess.TimeoutExpired:
+            os.killpg(lab.pid, 9)

@@ -2,7 +2,9 @@
 
 JupyterLab's Launcher shows a "Scheduling Workbench" card; opening it starts
 `workbench serve` on a free local port behind the Jupyter server (which does the
-authentication) and shows the app in a JupyterLab tab. Declared in pyproject.toml:
+authentication) and shows the app in a JupyterLab tab. With the workbench-launcher JupyterLab
+extension installed (extensions/), that extension adds the card, a command and the tab
+instead, and the proxy only serves. Declared in pyproject.toml:
 
     [project.entry-points.jupyter_serverproxy_servers]
     workbench = "workbench.ui.jupyter:setup_workbench"
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import sys
 from importlib import resources
+from pathlib import Path
 
 NAME = "workbench"
 TITLE = "Scheduling Workbench"
@@ -19,6 +22,17 @@ TITLE = "Scheduling Workbench"
 
 def icon_path() -> str:
     return str(resources.files("workbench.ui") / "static" / "workbench.svg")
+
+
+def labextension_installed() -> bool:
+    """Whether JupyterLab has the workbench-launcher extension (then it, not the proxy, puts
+    the card in the Launcher and opens the tab)."""
+    try:
+        from jupyter_core.paths import jupyter_path
+    except ImportError:
+        return False
+    return any((Path(d) / "workbench-launcher" / "package.json").is_file()
+               for d in jupyter_path("labextensions"))
 
 
 def setup_workbench() -> dict:
@@ -32,6 +46,7 @@ def setup_workbench() -> dict:
         "absolute_url": True,  # the app is served under {base_url}workbench/ (its --prefix)
         "timeout": 120,
         "new_browser_tab": False,
-        "launcher_entry": {"enabled": True, "title": TITLE, "icon_path": icon_path(),
+        "launcher_entry": {"enabled": not labextension_installed(), "title": TITLE,
+                           "icon_path": icon_path(),
                            "category": "Notebook"},
     }
