@@ -136,7 +136,13 @@ def _assert_each_finished_once(backend, specs: list[JobSpec]) -> None:
 
 
 def _succeeded_pods(cluster, ns: str) -> dict[str, int]:
-    pods = cluster.rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]
+    """Succeeded pods per job, once no pod runs any more (the emulator ends a job's pods
+    one by one)."""
+    def settled():
+        pods = cluster.rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]
+        return None if any(p.get("status", {}).get("phase") == "Running" for p in pods) \
+            else pods or [None]
+    pods = [p for p in _until("no pod running", settled) if p is not None]
     out: dict[str, int] = {}
     for p in pods:
         if p.get("status", {}).get("phase") == "Succeeded":

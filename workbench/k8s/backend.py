@@ -148,7 +148,7 @@ class K8sBackend:
                  namespace: str | None = "default", speed: float = 1.0, threads: int = 16,
                  events: bool = True, serve: bool = False,
                  scheduler_name: str = labels.SCHEDULER_NAME, image: str | None = None,
-                 plan_timeout: float = 120.0, idle_wait: float = 60.0,
+                 plan_timeout: float = 30.0, idle_wait: float = 60.0,
                  history_interval: float = 300.0, debounce: float = 0.05,
                  sync_interval: float = 0.5, start: bool = True) -> None:
         if api_client is None:
@@ -484,9 +484,13 @@ class K8sBackend:
             st.metric = report.metric
         job.pending_pods = group.pending
         job.bound_pods = [p for p in group.live if p["spec"].get("nodeName")]
-        if group.succeeded and not group.pending:
-            # a training job's pods end together when its work is done (a Job with
-            # completions unset creates no pod after one has succeeded)
+        if group.succeeded:
+            # a training job's pods end together when its work is done; a Job with
+            # completions unset creates no pod after one has succeeded, so pods still
+            # pending (re-created by a restart that raced the end) would wait forever
+            extra = [p for ps in group.pending.values() for p in ps]
+            if extra:
+                self._delete_pods(job, extra, recreate=False)
             self._complete(job, now)
             return
         view = self._view
@@ -547,6 +551,8 @@ class K8sBackend:
             st.workers, st.ps = {}, {}
             st.state = JobState.PENDING
             st.throughput = 0.0
+        elif job.plan is not None:
+            st.workers, st.ps = dict(job.plan[0]), dict(job.plan[1])
         if job.plan is not None and mono - job.plan_since > self.plan_timeout:
             job.plan = None
             st.state = JobState.PENDING
@@ -699,6 +705,7 @@ class K8sBackend:
             self._resize(job, role, n)
         job.plan = (dict(a.workers), dict(a.ps))
         job.plan_since = time.monotonic()
+        st.workers, st.ps = dict(a.workers), dict(a.ps)
         st.state = JobState.RESTARTING
         return detail
 
@@ -755,7 +762,7 @@ class K8sBackend:
         job.plan = (dict(a.workers), dict(a.ps))
         job.plan_since = time.monotonic()
         job.partial = False
-        st.workers, st.ps = {}, {}
+        st.workers, st.ps = dict(a.workers), dict(a.ps)  # reserved, as the simulator shows it
         st.state = JobState.RESTARTING
         st.throughput = 0.0
         st.restarts += 1
