@@ -81,6 +81,9 @@ class ForecastView(View):
         data = self._data()
         # Most at risk at the top: a FactorRange lists bottom-up.
         self.figure.y_range.factors = list(reversed(data["job"]))
+        height = int(np.clip(90 + 26 * len(data["job"]), 240, 1100))  # rows stay ~26 px tall
+        if self.figure.height != height:
+            self.figure.height = height
         self.source.data = data
         self.now_line.location = self.state.now / 3600
         first = data["job"][:1]
