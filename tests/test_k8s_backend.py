@@ -430,3 +430,153 @@ def test_cache_cluster_state_matches_the_backend(cluster, namespace):
     finally:
         cache.stop()
         backend.close()
+
+
+# ---- the commands: schedule (with /metrics), k8s submit, k8s manifests -----------------------
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_schedule_command_runs_submitted_jobs_and_serves_metrics(cluster, namespace):
+    import subprocess
+    import sys
+    import urllib.request
+
+    from workbench.k8s.manifests import training_jobs
+
+    rest = cluster.rest
+    for spec in _workload(time.time(), n=3, seed=4, ps_share=0.0, prefix="cli"):
+        for manifest in training_jobs(spec, namespace):
+            rest.post(f"/apis/batch/v1/namespaces/{namespace}/jobs", manifest)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "schedule", "--kubeconfig", str(cluster.kubeconfig),
+         "--namespace", namespace, "--policy", "fifo", "--speed", str(SPEED),
+         "--metrics-port", str(port), "--metrics-address", "127.0.0.1", "--until-done",
+         "--log-level", "WARNING"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def scrape():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    body = r.read().decode()
+            except OSError:
+                return None
+            return body if "workbench_binds_total" in body and \
+                "workbench_binds_total 0" not in body else None
+        body = _until("metrics with binds", scrape, timeout=60, every=0.2)
+        assert 'workbench_info{policy="fifo"} 1' in body
+        assert "# TYPE workbench_rounds_total counter" in body
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "3 jobs completed" in out
+    assert set(_succeeded_pods(cluster, namespace)) == {"cli-0", "cli-1", "cli-2"}
+
+
+def test_submit_command_creates_jobs_the_backend_reads(cluster, namespace):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "workbench", "k8s", "submit",
+                          "synthetic:n=3,max_workers=2,ps=0.5", "--kubeconfig",
+                          str(cluster.kubeconfig), "--namespace", namespace, "--json"],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    backend = _backend(cluster, namespace)
+    try:
+        _until("3 jobs", lambda: len(backend.observe().jobs) == 3, timeout=60)
+        jobs = backend.observe().jobs
+        assert all(j.state is JobState.PENDING and j.spec.total_work > 0 for j in jobs.values())
+        assert any(j.spec.num_ps for j in jobs.values())
+    finally:
+        backend.close()
+    bad = subprocess.run([sys.executable, "-m", "workbench", "k8s", "submit", "nope.csv",
+                          "--kubeconfig", str(cluster.kubeconfig)],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_manifests_grant_the_scheduler_enough_and_no_more(cluster, namespace):
+    """Apply `workbench k8s manifests`, then schedule with the service account's own token."""
+    import base64
+    import json
+
+    from workbench.k8s.manifests import scheduler_manifests, training_jobs
+    from workbench.k8s.rest import Rest, client_from_kubeconfig
+
+    rest = cluster.rest
+    system_ns = f"{namespace}-sys"
+    paths = {"Namespace": "/api/v1/namespaces",
+             "ServiceAccount": "/api/v1/namespaces/{ns}/serviceaccounts",
+             "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+             "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+             "Role": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/roles",
+             "RoleBinding": "/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings",
+             "Deployment": "/apis/apps/v1/namespaces/{ns}/deployments"}
+    objects = scheduler_manifests(system_ns, training_namespace=namespace,
+                                  name=f"wb-{namespace}")
+    try:
+        for obj in objects:
+            if obj["kind"] == "Deployment":
+                obj["spec"]["replicas"] = 0  # validated by the apiserver, not run
+            ns = obj["metadata"].get("namespace", "")
+            rest.post(paths[obj["kind"]].format(ns=ns), obj)
+        sa = f"wb-{namespace}"
+
+        def token():
+            secrets = rest.get(f"/api/v1/namespaces/{system_ns}/secrets")["items"]
+            for s in secrets:
+                if s["type"] == "kubernetes.io/service-account-token" and \
+                        s["metadata"]["annotations"].get("kubernetes.io/service-account.name") == sa:
+                    return base64.b64decode(s["data"]["token"]).decode()
+            return None
+        tok = _until("the service account's token", token)
+        config = json.loads(cluster.kubeconfig.read_text())
+        config["users"][0]["user"] = {"token": tok}
+        path = cluster.directory / f"{namespace}.kubeconfig"
+        path.write_text(json.dumps(config))
+        api = client_from_kubeconfig(path)
+        # no more: it may not touch nodes or secrets
+        with pytest.raises(Exception) as denied:
+            Rest(api).delete("/api/v1/nodes/gpu-node-000")
+        assert getattr(denied.value, "status", None) == 403
+        with pytest.raises(Exception) as denied:
+            Rest(api).get(f"/api/v1/namespaces/{system_ns}/secrets")
+        assert getattr(denied.value, "status", None) == 403
+        # enough: watch, bind, delete and re-create (a Suspend), scale a Job, post Events
+        backend = _backend_with(api, namespace)
+        try:
+            specs = _workload(backend.now, n=2, seed=6, ps_share=0.0, prefix="rbac")
+            for spec in specs:
+                for manifest in training_jobs(spec, namespace):
+                    rest.post(f"/apis/batch/v1/namespaces/{namespace}/jobs", manifest)
+            _until("jobs", lambda: len(backend.observe().jobs) == 2, timeout=60)
+            controller = Controller(backend, make_policy("optimus"))
+            _run(controller, backend)
+            _assert_each_finished_once(backend, specs)
+            assert backend.binder.stats["binds"] >= 2
+            backend.binder.events.flush()
+            assert backend.binder.events.failed == 0
+        finally:
+            backend.close()
+    finally:
+        for obj in reversed(objects):
+            ns = obj["metadata"].get("namespace", "")
+            with contextlib.suppress(Exception):
+                rest.request("DELETE", paths[obj["kind"]].format(ns=ns) + "/" +
+                             obj["metadata"]["name"])
+
+
+def _backend_with(api_client, namespace: str):
+    from workbench.k8s.backend import K8sBackend
+
+    return K8sBackend(api_client, namespace=namespace, speed=SPEED)
