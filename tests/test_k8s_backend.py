@@ -26,8 +26,6 @@ from workbench.policies import available, make_policy
 from workbench.sim import SimBackend
 from workbench.traces import synthetic_workload
 
-pytestmark = pytest.mark.integration
-
 SPEED = 50.0
 WORK_S = 90.0  # emulated seconds of training per job at its initial placement
 PERF = default_perf()
@@ -151,9 +149,81 @@ def _succeeded_pods(cluster, ns: str) -> dict[str, int]:
     return out
 
 
+# ---- without a cluster ---------------------------------------------------------------------
+
+
+def _pods_from(manifests: list[dict]) -> list[dict]:
+    """The pods a Job controller would create from these Jobs' templates."""
+    pods = []
+    for m in manifests:
+        for k in range(m["spec"]["parallelism"]):
+            t = m["spec"]["template"]
+            pods.append({"metadata": {**t["metadata"], "name": f"{m['metadata']['name']}-{k}",
+                                      "namespace": m["metadata"]["namespace"], "uid": f"u{k}"},
+                         "spec": dict(t["spec"]), "status": {"phase": "Pending"}})
+    return pods
+
+
+def test_training_job_manifests_round_trip_to_the_same_spec():
+    from workbench.k8s.cache import group_pods, spec_from_pods
+    from workbench.k8s.manifests import training_jobs
+    from workbench.model import JobKind
+
+    spec = JobSpec("train-7", "resnet18", 1234.5, 98765.25, 256, initial_workers=3,
+                   min_workers=2, max_workers=6, num_ps=2, worker_demand=Resources(6, 24, 1),
+                   ps_demand=Resources(2.5, 7.5, 0), deadline=99999.5, priority=3, user="ana",
+                   kind=JobKind.PS, target_metric=0.91, cpu_burst=1.5)
+    manifests = training_jobs(spec, "ml", arrival=spec.arrival)
+    assert [m["metadata"]["name"] for m in manifests] == ["train-7", "train-7-ps"]
+    assert all(m["spec"]["template"]["spec"]["schedulerName"] == labels.SCHEDULER_NAME
+               for m in manifests)
+    pods = _pods_from(manifests)
+    (key, group), = group_pods(pods).items()
+    assert key == ("ml", "train-7") and len(group.pending["worker"]) == 3
+    assert spec_from_pods("train-7", group.live) == spec
+
+
+def test_k8s_names_and_progress_reports():
+    from workbench.k8s.cache import progress_of
+    from workbench.k8s.manifests import k8s_name
+    from workbench.progress import progress_annotation
+
+    assert k8s_name("Job_42 (BERT)") == "job-42-bert"
+    pod = {"metadata": {"annotations": {labels.PROGRESS: progress_annotation(120, 2.5, 0.7),
+                                        labels.CHECKPOINT: "100"}}}
+    r = progress_of(pod)
+    assert (r.iterations, r.throughput, r.metric) == (120.0, 2.5, 0.7)
+    pod["metadata"]["annotations"][labels.CHECKPOINT] = "150"
+    assert progress_of(pod).iterations == 150.0  # never behind the checkpoint it resumed from
+
+
+def test_node_view_counts_bound_pods_of_any_scheduler():
+    from workbench.k8s.cache import NodeView, pod_demand
+    from workbench.k8s.emulator import node_manifest
+    from workbench.model import Node
+
+    nodes = [node_manifest(Node(f"n{i}", 32, 128, 4, rack=f"r{i % 2}")) for i in range(3)]
+    nodes[2]["spec"]["unschedulable"] = True
+    view = NodeView.build(reversed(nodes))
+    assert [n.name for n in view.nodes] == ["n0", "n1", "n2"]
+    assert view.node_up.tolist() == [True, True, False]
+
+    def pod(node, gpus, phase="Running", scheduler="default-scheduler"):
+        return {"metadata": {"uid": f"{node}{gpus}{phase}"}, "status": {"phase": phase},
+                "spec": {"nodeName": node, "schedulerName": scheduler, "containers": [
+                    {"resources": {"requests": {"cpu": "2", "memory": "4Gi"},
+                                   "limits": {labels.GPU_RESOURCE: str(gpus)}}}]}}
+    pods = [pod("n0", 3), pod("n1", 1, scheduler="workbench"), pod("n1", 2, "Succeeded")]
+    allocated = view.allocation(pods, pod_demand)
+    assert allocated[:, 2].tolist() == [3.0, 1.0, 0.0]
+    assert allocated[0, 0] == 2.0 and allocated[0, 1] == 4.0
+    assert view.gpu_free(allocated)[0].tolist() == [0.0, 0.0, 0.0, 1.0]
+
+
 # ---- every engine, and the same first decisions as the simulator -----------------------------
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("engine", available())
 def test_engine_runs_real_jobs_to_completion_and_decides_as_in_the_simulator(
         cluster, namespace, engine):
@@ -201,6 +271,7 @@ def test_engine_runs_real_jobs_to_completion_and_decides_as_in_the_simulator(
 # ---- live switching -----------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_policy_switch_mid_run_loses_nothing(cluster, namespace):
     backend = _backend(cluster, namespace)
     try:
@@ -264,6 +335,7 @@ def _bound_nodes(rest, ns: str, job: str) -> list[str | None]:
             if not p["metadata"].get("deletionTimestamp")]
 
 
+@pytest.mark.integration
 def test_second_bind_409_is_handled_and_no_partial_gang_stays(cluster, namespace):
     rest = cluster.rest
     rate = PERF.iteration_rate(JobSpec("p", "cifar10", 0, 1, 512, 2, 1, 2), {"n": 2}, {})
@@ -302,6 +374,7 @@ def test_second_bind_409_is_handled_and_no_partial_gang_stays(cluster, namespace
         backend.close()
 
 
+@pytest.mark.integration
 def test_events_explain_decisions_on_the_pods(cluster, namespace):
     backend = _backend(cluster, namespace)
     try:
@@ -331,6 +404,7 @@ def test_events_explain_decisions_on_the_pods(cluster, namespace):
         backend.close()
 
 
+@pytest.mark.integration
 def test_node_going_not_ready_sends_its_jobs_back_without_loss(cluster, namespace):
     rest = cluster.rest
     backend = _backend(cluster, namespace)
@@ -368,6 +442,7 @@ def test_node_going_not_ready_sends_its_jobs_back_without_loss(cluster, namespac
         backend.close()
 
 
+@pytest.mark.integration
 def test_apiserver_restart_and_expired_watch_lose_no_job(cluster, namespace):
     backend = _backend(cluster, namespace)
     try:
@@ -408,6 +483,7 @@ def test_apiserver_restart_and_expired_watch_lose_no_job(cluster, namespace):
         backend.close()
 
 
+@pytest.mark.integration
 def test_cache_cluster_state_matches_the_backend(cluster, namespace):
     from workbench.k8s.cache import ClusterCache
 
@@ -443,6 +519,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.integration
 def test_schedule_command_runs_submitted_jobs_and_serves_metrics(cluster, namespace):
     import subprocess
     import sys
@@ -482,6 +559,7 @@ def test_schedule_command_runs_submitted_jobs_and_serves_metrics(cluster, namesp
     assert set(_succeeded_pods(cluster, namespace)) == {"cli-0", "cli-1", "cli-2"}
 
 
+@pytest.mark.integration
 def test_submit_command_creates_jobs_the_backend_reads(cluster, namespace):
     import subprocess
     import sys
@@ -505,6 +583,7 @@ def test_submit_command_creates_jobs_the_backend_reads(cluster, namespace):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
+@pytest.mark.integration
 def test_manifests_grant_the_scheduler_enough_and_no_more(cluster, namespace):
     """Apply `workbench k8s manifests`, then schedule with the service account's own token."""
     import base64
