@@ -659,3 +659,27 @@ def _backend_with(api_client, namespace: str):
     from workbench.k8s.backend import K8sBackend
 
     return K8sBackend(api_client, namespace=namespace, speed=SPEED)
+
+
+@pytest.mark.integration
+def test_report_patches_the_progress_the_cache_reads(cluster, namespace):
+    import workbench
+    from workbench.k8s.cache import ClusterCache
+
+    rest = cluster.rest
+    rest.post(f"/api/v1/namespaces/{namespace}/pods", _bare_gang(namespace, "rep", 1, 1e6)[0])
+    cache = ClusterCache(cluster.api_client, namespace).start()
+    try:
+        assert workbench.report(iterations=1234, throughput=5.5, metric=0.42, pod="rep-0",
+                                namespace=namespace, kubeconfig=str(cluster.kubeconfig),
+                                raise_errors=True, force=True)
+
+        def reported():
+            job = cache.cluster_state().jobs.get("rep")
+            return job if job is not None and job.progress else None
+        job = _until("the report in the cache", reported)
+        assert (job.progress, job.throughput, job.metric) == (1234, 5.5, 0.42)
+        assert not workbench.report(iterations=1300, pod="rep-0", namespace=namespace,
+                                    kubeconfig=str(cluster.kubeconfig))  # too soon: skipped
+    finally:
+        cache.stop()

@@ -185,6 +185,8 @@ class K8sBackend:
         self._allocated = np.zeros((0, 3))
         self._reserved = np.zeros((0, 3))
         self._observed = -1
+        self._synced_version = -1
+        self._synced_at = 0.0
         self._future_arrivals: list[float] = []
         self._queue: list[JobStatus] = []
         self.rounds_observed = 0
@@ -300,8 +302,9 @@ class K8sBackend:
         while True:
             self._release_arrivals()
             since = self.cache.decisive
-            with self._lock:
-                self._sync()
+            if self._sync_due():
+                with self._lock:
+                    self._sync()
             now = self.now
             if now >= until or self.cache.decisive != self._observed or self._interrupted:
                 return
@@ -347,9 +350,19 @@ class K8sBackend:
     def _has_plans(self) -> bool:
         return any(j.plan is not None for j in self._tracked.values())
 
+    def _sync_due(self) -> bool:
+        """Whether a sync can change anything: the cache changed, an announced arrival is
+        due, a restart is under way, or it has been a while (service accounting)."""
+        now = self.now
+        return self.cache.version != self._synced_version or self._has_plans() or \
+            any(t <= now for t in self._future_arrivals) or \
+            time.monotonic() - self._synced_at > 10.0
+
     def _sync(self) -> None:
         """Bring every job's status up to what the cache shows; bind re-created pods of
         planned placements; send jobs on failed nodes back to waiting."""
+        self._synced_version = self.cache.version
+        self._synced_at = time.monotonic()
         now = self.now
         mono = time.monotonic()
         node_objs, pods, job_objs = self.cache.snapshot()
