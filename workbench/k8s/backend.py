@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Self
 
 import numpy as np
+from kubernetes.client.exceptions import ApiException
 
 from ..backend import Outcome
 from ..errors import ConfigError
@@ -185,6 +186,7 @@ class K8sBackend:
         self._allocated = np.zeros((0, 3))
         self._reserved = np.zeros((0, 3))
         self._observed = -1
+        self._fresh_round = True
         self._synced_version = -1
         self._synced_at = 0.0
         self._future_arrivals: list[float] = []
@@ -253,12 +255,22 @@ class K8sBackend:
         ns = self.submit_namespace
         for manifest in training_jobs(spec, ns, arrival=spec.arrival,
                                       image=self.image or DEFAULT_IMAGE):
-            self.rest.post(f"/apis/batch/v1/namespaces/{ns}/jobs", manifest)
+            try:
+                self.rest.post(f"/apis/batch/v1/namespaces/{ns}/jobs", manifest)
+            except ApiException as e:
+                if e.status == 409:
+                    raise ValueError(f"job {spec.name!r}: a Job {manifest['metadata']['name']}"
+                                     f" already exists in namespace {ns}") from None
+                raise
         self._submitted[(ns, k8s_name(spec.name))] = time.monotonic()
 
     def observe(self) -> ClusterState:
         with self._lock:
-            self._observed = self.cache.decisive
+            if self._fresh_round:
+                # what the policy sees; a second look in the same round (the Controller's
+                # timeline sample after applying) must not hide a change it has not seen
+                self._observed = self.cache.decisive
+                self._fresh_round = False
             self._sync()
             self.rounds_observed += 1
             view = self._view
@@ -299,6 +311,7 @@ class K8sBackend:
 
     def advance(self, until: float) -> None:
         """Wait until `until` on the backend clock, or until a decisive change is seen."""
+        self._fresh_round = True
         while True:
             self._release_arrivals()
             since = self.cache.decisive
@@ -341,6 +354,8 @@ class K8sBackend:
             _, _, spec = heapq.heappop(self._deferred)
             try:
                 self._create(spec)
+            except ValueError as e:  # its name is taken: not retried
+                log.warning("submit: %s", e)
             except Exception as e:  # noqa: BLE001 - retried next time
                 log.warning("submit %s: %s; retrying", spec.name, e)
                 self._seq += 1
@@ -506,6 +521,10 @@ class K8sBackend:
                 self._delete_pods(job, extra, recreate=False)
             self._complete(job, now)
             return
+        if group.failed and not group.live and self._gave_up(job, batch_jobs):
+            self._finish(job, now, JobState.REJECTED,
+                         f"failed: {group.failed} pod(s) failed and none will be re-created")
+            return
         view = self._view
         down = [p["spec"]["nodeName"] for p in job.bound_pods
                 if p["spec"]["nodeName"] in view.node_index
@@ -568,13 +587,32 @@ class K8sBackend:
             st.workers, st.ps = dict(job.plan[0]), dict(job.plan[1])
         if job.plan is not None and mono - job.plan_since > self.plan_timeout:
             job.plan = None
+            st.workers, st.ps = {}, {}
             st.state = JobState.PENDING
             st.reason = f"waiting: its pods did not appear within {self.plan_timeout:.0f} s"
         if owners_alive or job.plan is not None or mono - job.missing_since < 10.0:
             return
-        st.state = JobState.REJECTED
-        st.reason = "deleted: its pods and Job are gone"
+        self._finish(job, now, JobState.REJECTED, "deleted: its pods and Job are gone")
+
+    def _gave_up(self, job: _Job, batch_jobs: dict) -> bool:
+        """Failed pods nobody re-creates: bare pods, or Jobs that failed or are gone."""
+        if not job.owners:
+            return True
+        for owner in set(job.owners.values()):
+            obj = batch_jobs.get((job.key[0], owner))
+            if obj is None:
+                continue
+            conds = (obj.get("status") or {}).get("conditions") or []
+            if not any(c.get("type") == "Failed" and c.get("status") == "True" for c in conds):
+                return False
+        return True
+
+    def _finish(self, job: _Job, now: float, state: JobState, reason: str) -> None:
+        st = job.status
+        st.state = state
         st.finish_time = now
+        st.throughput = 0.0
+        st.reason = reason
         st.workers, st.ps = {}, {}
         job.plan = None
         self.active.pop(st.name, None)
