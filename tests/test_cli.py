@@ -79,3 +79,11 @@ def test_policies_lists_every_engine(capsys):
     out = run_json(capsys, "policies")
     names = {p["engine"] for p in out["policies"]}
     assert {"kube-default", "fifo", "drf", "tiresias", "optimus"} <= names
+
+
+@pytest.mark.parametrize("argv", [[], ["bench"], ["cluster"], ["openb"], ["serve"], ["schedule"],
+                                  ["simulate"], ["compare"], ["trace"], ["train"], ["k8s"]])
+def test_help_works_everywhere(argv):
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--help"])
+    assert e.value.code == 0

@@ -203,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("forecast", help="forecast error against true completion at 10/25/50 %")
+    p = sub.add_parser("forecast", help="forecast error against true completion at 10/25/50%% progress")
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--policies", default="fifo,qos")
     p.add_argument("--workloads", default="deadline,qoe")
