@@ -262,19 +262,20 @@ def test_a_notebook_cell_renders_the_app_with_no_internet(browser, tmp_path, scr
 
 
 def test_the_jupyterlab_launcher_opens_the_app(browser, tmp_path, screenshots):
-    """JupyterLab with the server-proxy entry (as pyproject declares it, here by config): the
-    Launcher's "Scheduling Workbench" card opens the app in a JupyterLab tab."""
+    """JupyterLab with the server-proxy entry point the installed package declares
+    (pyproject.toml): the Launcher's "Scheduling Workbench" card opens the app in a tab."""
     pytest.importorskip("jupyter_server_proxy")
     pytest.importorskip("jupyterlab")
-    config = tmp_path / "jupyter_server_config.py"
-    config.write_text("from workbench.ui.jupyter import setup_workbench\n"
-                      "c.ServerProxy.servers = {'workbench': setup_workbench()}\n")
+    from importlib.metadata import entry_points
+
+    assert [e.value for e in entry_points(group="jupyter_serverproxy_servers")
+            if e.name == "workbench"] == ["workbench.ui.jupyter:setup_workbench"]
     port, token = _free_port(), "workbench-test"
     lab = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          "--allow-root", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
-         f"--config={config}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"],
-        cwd=tmp_path,  # Jupyter also reads jupyter_server_config.py from here
+         f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"],
+        cwd=tmp_path,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     page = browser.new_page(viewport={"width": 1500, "height": 1000})
     try:
