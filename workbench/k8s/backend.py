@@ -794,6 +794,10 @@ class K8sBackend:
         self._check_counts(st, a.workers, a.ps)
         if isinstance(a, Migrate) and (total(a.workers), total(a.ps)) != (st.num_workers, st.num_ps):
             raise _Refused(f"{st.name}: a migration keeps the task counts; use Scale")
+        # A job at its end is not re-created: deleting its pods would race their Succeeded.
+        if st.progress >= st.spec.total_work * 0.999 or any(
+                p.get("status", {}).get("phase") == "Succeeded" for p in job.bound_pods):
+            raise _Refused(f"{st.name}: finishing; not {type(a).__name__.lower()}d")
         held = self._held(job) + self._job_reserved(job)
         need = self._need(job, a.workers, a.ps, used - held)
         for role, n in ((W, total(a.workers)), (PS, total(a.ps))):
