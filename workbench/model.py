@@ -281,6 +281,19 @@ class Wait(Action):
     """Leave a job waiting; says why (shown in the UI)."""
 
 
+def count_problem(spec: JobSpec, workers: Placement, ps: Placement) -> str | None:
+    """Why these task counts are not a valid shape for the job, or None. Both backends
+    refuse the same shapes with the same words."""
+    w, p = total(workers), total(ps)
+    if not (spec.min_workers <= w <= spec.max_workers):
+        return f"{spec.name}: {w} workers outside [{spec.min_workers}, {spec.max_workers}]"
+    if spec.num_ps and p < 1:
+        return f"{spec.name}: a parameter-server job needs at least one PS"
+    if not spec.num_ps and p:
+        return f"{spec.name}: has no parameter servers"
+    return None
+
+
 def placement_counts(placement: Placement) -> tuple[int, ...]:
     """Replicas per node, largest first: the key the performance model takes."""
     return tuple(sorted((c for c in placement.values() if c > 0), reverse=True))

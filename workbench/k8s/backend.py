@@ -56,6 +56,7 @@ from ..model import (
     Scale,
     Suspend,
     Wait,
+    count_problem,
     describe_placement,
     total,
 )
@@ -711,14 +712,8 @@ class K8sBackend:
         return need
 
     def _check_counts(self, st: JobStatus, workers: Placement, ps: Placement) -> None:
-        s = st.spec
-        w, p = total(workers), total(ps)
-        if not (s.min_workers <= w <= s.max_workers):
-            raise _Refused(f"{st.name}: {w} workers outside [{s.min_workers}, {s.max_workers}]")
-        if s.num_ps and p < 1:
-            raise _Refused(f"{st.name}: a parameter-server job needs at least one PS")
-        if not s.num_ps and p:
-            raise _Refused(f"{st.name}: has no parameter servers")
+        if (problem := count_problem(st.spec, workers, ps)) is not None:
+            raise _Refused(problem)
 
     def _place(self, job: _Job, a: Place, used: np.ndarray) -> str | _Gang:
         st = job.status

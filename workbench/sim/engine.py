@@ -29,9 +29,28 @@ import numpy as np
 
 from ..backend import Outcome
 from ..model import (
-    CPU, GPU, MEM, Action, Admit, ClusterState, JobSpec, JobState, JobStatus, Migrate, Node,
-    Place, Placement, Reject, Resources, Scale, Suspend, Wait, describe_placement,
-    merge_placements, total,
+    CPU,
+    GPU,
+    MEM,
+    Action,
+    Admit,
+    ClusterState,
+    JobSpec,
+    JobState,
+    JobStatus,
+    Migrate,
+    Node,
+    Place,
+    Placement,
+    Reject,
+    Resources,
+    Scale,
+    Suspend,
+    Wait,
+    count_problem,
+    describe_placement,
+    merge_placements,
+    total,
 )
 
 _EPS = 1e-9
@@ -450,14 +469,8 @@ class SimBackend:
         raise _Refused(f"{job.name}: unknown action {type(action).__name__}")
 
     def _check_counts(self, job: JobStatus, workers: Placement, ps: Placement) -> None:
-        s = job.spec
-        w, p = total(workers), total(ps)
-        if not (s.min_workers <= w <= s.max_workers):
-            raise _Refused(f"{job.name}: {w} workers outside [{s.min_workers}, {s.max_workers}]")
-        if s.num_ps and p < 1:
-            raise _Refused(f"{job.name}: a parameter-server job needs at least one PS")
-        if not s.num_ps and p:
-            raise _Refused(f"{job.name}: has no parameter servers")
+        if (problem := count_problem(job.spec, workers, ps)) is not None:
+            raise _Refused(problem)
 
     def _place(self, job: JobStatus, a: Place) -> str:
         if job.state not in (JobState.PENDING, JobState.HOLDING):
