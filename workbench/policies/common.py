@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..model import Action, ClusterState, JobState, JobStatus, Reject, Wait
+from collections.abc import Callable
+
+from ..model import Action, ClusterState, JobState, JobStatus, Place, Reject, Scale, Wait
 from .placement import Ledger, describe_shortfall, never_fits
 
 MAX_WAIT_REASONS = 200  # reasons beyond this many queued jobs are summarised, for speed
@@ -58,3 +60,35 @@ def wait_reason(ledger: Ledger, job: JobStatus, workers: int, position: int, pre
 
 def by_arrival(jobs: list[JobStatus]) -> list[JobStatus]:
     return sorted(jobs, key=lambda j: (j.spec.arrival, j.name))  # Timsort: ~free if sorted
+
+
+def commit_plans(ledger: Ledger, plans: list[tuple[JobStatus, int]], *, wait_label: str,
+                 scale_reason: Callable[[JobStatus, int], str],
+                 place_reason: Callable[[JobStatus, int], str],
+                 ps_for: Callable[[JobStatus, int], int] | None = None) -> list[Action]:
+    """Turn planned worker counts, in the given order, into Place/Scale actions on the ledger.
+
+    A running job whose new size does not fit keeps what it has; a waiting one gets a reason.
+    """
+    actions: list[Action] = []
+    pos = 0
+    for job, w in plans:
+        placement = ledger.place_gang(job, w, None if ps_for is None else ps_for(job, w))
+        if placement is None and job.state.placed:
+            ledger.take(job.workers, job.spec.worker_demand)  # keep what it has
+            ledger.take(job.ps, job.spec.ps_demand)
+            continue
+        if placement is None:
+            wr = wait_reason(ledger, job, w, pos, wait_label)
+            pos += 1
+            if wr:
+                actions.append(wr)
+            continue
+        workers, ps = placement
+        ledger.take(workers, job.spec.worker_demand)
+        ledger.take(ps, job.spec.ps_demand)
+        if job.state.placed:
+            actions.append(Scale(job.name, scale_reason(job, w), workers, ps))
+        else:
+            actions.append(Place(job.name, place_reason(job, w), workers, ps))
+    return actions

@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 
-from ..model import Action, ClusterState, JobKind, JobStatus, Place, Scale
+from ..model import Action, ClusterState, JobKind, JobStatus
 from .base import Policy, register
-from .common import by_arrival, reject_impossible, wait_reason
+from .common import by_arrival, commit_plans, reject_impossible
 from .placement import Ledger
 
 
@@ -91,28 +91,13 @@ class DormPolicy(Policy):
                 ledger.give_back(job.workers, job.spec.worker_demand)
                 ledger.give_back(job.ps, job.spec.ps_demand)
             plans.append((job, w))
-        pos = 0
         # Shrinking jobs first, so the resources they free are there for the others.
-        for job, w in sorted(plans, key=lambda p: (not (p[0].state.placed and p[1] < p[0].num_workers),
-                                                   not p[0].state.placed, p[0].spec.arrival)):
-            placement = ledger.place_gang(job, w, ps_for(job, w))
-            if placement is None and job.state.placed:
-                ledger.take(job.workers, job.spec.worker_demand)  # keep what it has
-                ledger.take(job.ps, job.spec.ps_demand)
-                continue
-            if placement is None:
-                wr = wait_reason(ledger, job, w, pos, "Dorm partition")
-                pos += 1
-                if wr:
-                    actions.append(wr)
-                continue
-            workers, ps = placement
-            ledger.take(workers, job.spec.worker_demand)
-            ledger.take(ps, job.spec.ps_demand)
-            if job.state.placed:
-                actions.append(Scale(job.name, f"partition resized {job.num_workers}→{w} workers"
-                                     " (fair share moved beyond the adjustment bound)", workers, ps))
-            else:
-                actions.append(Place(job.name, f"partition of {w} workers, {ps_for(job, w)} PS:"
-                                     " DRF water-filling of the free cluster", workers, ps))
+        actions += commit_plans(
+            ledger, sorted(plans, key=lambda p: (not (p[0].state.placed and p[1] < p[0].num_workers),
+                                                 not p[0].state.placed, p[0].spec.arrival)),
+            wait_label="Dorm partition", ps_for=ps_for,
+            scale_reason=lambda job, w: (f"partition resized {job.num_workers}→{w} workers"
+                                         " (fair share moved beyond the adjustment bound)"),
+            place_reason=lambda job, w: (f"partition of {w} workers, {ps_for(job, w)} PS:"
+                                         " DRF water-filling of the free cluster"))
         return actions

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import heapq
 
-from ..model import Action, ClusterState, JobStatus, Place, Scale
+from ..model import Action, ClusterState, JobStatus
 from .base import Policy, register
-from .common import by_arrival, reject_impossible, wait_reason
+from .common import by_arrival, commit_plans, reject_impossible
 from .placement import Ledger
 
 
@@ -77,28 +77,12 @@ class OptimusPolicy(Policy):
                 ledger.give_back(job.workers, job.spec.worker_demand)
                 ledger.give_back(job.ps, job.spec.ps_demand)
             plans.append((job, w))
-        pos = 0
-        for job, w in sorted(plans, key=lambda p: (not p[0].state.placed, p[0].spec.arrival)):
-            placement = ledger.place_gang(job, w)
-            if placement is None and job.state.placed:
-                placement = (job.workers, job.ps)  # keep what it has
-                ledger.take(job.workers, job.spec.worker_demand)
-                ledger.take(job.ps, job.spec.ps_demand)
-                continue
-            if placement is None:
-                wr = wait_reason(ledger, job, w, pos, "Optimus allocation")
-                pos += 1
-                if wr:
-                    actions.append(wr)
-                continue
-            workers, ps = placement
-            ledger.take(workers, job.spec.worker_demand)
-            ledger.take(ps, job.spec.ps_demand)
-            if job.state.placed:
-                actions.append(Scale(job.name, f"rescaled {job.num_workers}→{w} workers: largest"
-                                     " marginal gain in remaining time", workers, ps))
-            else:
-                actions.append(Place(job.name, f"started with {w} workers by marginal gain", workers, ps))
+        actions += commit_plans(
+            ledger, sorted(plans, key=lambda p: (not p[0].state.placed, p[0].spec.arrival)),
+            wait_label="Optimus allocation",
+            scale_reason=lambda job, w: (f"rescaled {job.num_workers}→{w} workers: largest"
+                                         " marginal gain in remaining time"),
+            place_reason=lambda job, w: f"started with {w} workers by marginal gain")
         return actions
 
     def _push_gain(self, heap, job: JobStatus, w: int, gpn: int) -> None:
