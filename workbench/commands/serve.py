@@ -67,7 +67,8 @@ def run_serve(args) -> int:
     token = args.token or (secrets.token_urlsafe(18) if real or not loopback else None)
     if real:
         shared_state = WorkbenchState.from_kubeconfig(args.kubeconfig, args.policy,
-                                                      namespace=args.namespace)
+                                                      namespace=args.namespace,
+                                                      context=args.context)
         what = f"Kubernetes ({shared_state.cluster_name}, {shared_state.workload})"
     else:
         jobs = load_trace(args.trace, seed=args.seed)
@@ -87,7 +88,7 @@ def run_serve(args) -> int:
 
         shared_state = make_state() if args.shared else None
     if shared_state is not None and args.run:
-        shared_state.running = True
+        shared_state.play()  # on a real cluster this starts the scheduler thread
 
     def session():
         ok = token_matches(pn.state.session_args, token) if token else True
@@ -148,6 +149,8 @@ def register(sub) -> None:
                         " schedulerName=workbench); its controls always need the token")
     p.add_argument("--kubernetes", action="store_true",
                    help="a real cluster from $KUBECONFIG, ~/.kube/config or the in-cluster account")
+    p.add_argument("--context", default=None,
+                   help="with a real cluster: the kubeconfig context (default its current one)")
     p.add_argument("--namespace", default=None, help="with a real cluster: only this namespace")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser tab")
     p.set_defaults(func=run_serve)

@@ -152,9 +152,10 @@ class K8sBackend:
                  scheduler_name: str = labels.SCHEDULER_NAME, image: str | None = None,
                  plan_timeout: float = 30.0, idle_wait: float = 60.0,
                  history_interval: float = 300.0, debounce: float = 0.05,
-                 sync_interval: float = 0.5, start: bool = True) -> None:
+                 sync_interval: float = 0.5, start: bool = True,
+                 context: str | None = None) -> None:
         if api_client is None:
-            api_client = load_api_client(kubeconfig, pool_size=threads + 8)
+            api_client = load_api_client(kubeconfig, pool_size=threads + 8, context=context)
         self.api_client = api_client
         self.rest = Rest(api_client)
         self.namespace = namespace
@@ -1087,9 +1088,11 @@ def _bare_template(pod: dict) -> dict:
             "spec": spec}
 
 
-def load_api_client(kubeconfig: str | Path | None = None, pool_size: int = 32):
-    """An ApiClient from a kubeconfig file, $KUBECONFIG, ~/.kube/config, or the in-cluster
-    service account; one clear error if none works."""
+def load_api_client(kubeconfig: str | Path | None = None, pool_size: int = 32,
+                    context: str | None = None):
+    """An ApiClient from a kubeconfig file (its `context`, default the current one),
+    $KUBECONFIG, ~/.kube/config, or the in-cluster service account; one clear error if none
+    works."""
     import os
 
     from kubernetes import client, config
@@ -1105,9 +1108,10 @@ def load_api_client(kubeconfig: str | Path | None = None, pool_size: int = 32):
         if not p.is_file():
             raise ConfigError(f"--kubeconfig {p}: no such file")
         try:
-            return client_from_kubeconfig(p, pool_size=pool_size)
+            return client_from_kubeconfig(p, pool_size=pool_size, context=context)
         except Exception as e:  # noqa: BLE001 - one line naming the file
-            raise ConfigError(f"--kubeconfig {p}: not a usable kubeconfig"
+            what = f"no usable context {context!r} in it" if context else "not a usable kubeconfig"
+            raise ConfigError(f"--kubeconfig {p}: {what}"
                               f" ({str(e).splitlines()[0][:200]})") from None
     try:
         configuration = client.Configuration()

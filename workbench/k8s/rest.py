@@ -86,11 +86,14 @@ class Rest:
             resp.release_conn()
 
 
-def client_from_kubeconfig(path: str | Path, pool_size: int = 32) -> ApiClient:
-    """An ApiClient for a kubeconfig file, with a connection pool big enough for threads."""
+def client_from_kubeconfig(path: str | Path, pool_size: int = 32,
+                           context: str | None = None) -> ApiClient:
+    """An ApiClient for a kubeconfig file (its `context`, default the current one), with a
+    connection pool big enough for threads."""
     from kubernetes import client, config
 
     configuration = client.Configuration()
-    config.load_kube_config(config_file=str(path), client_configuration=configuration)
+    config.load_kube_config(config_file=str(path), context=context,
+                            client_configuration=configuration)
     configuration.connection_pool_maxsize = pool_size
     return ApiClient(configuration)

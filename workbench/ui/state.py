@@ -165,14 +165,19 @@ class WorkbenchState(param.Parameterized):
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None = None, policy: str = "tiresias", *,
-                        namespace: str | None = None, **params) -> WorkbenchState:
-        """A real Kubernetes cluster (pods with schedulerName=workbench), scheduled by `policy`
-        once `play()` is called; nothing is touched before."""
+                        namespace: str | None = None, context: str | None = None,
+                        clock_speed: float = 1.0, **params) -> WorkbenchState:
+        """A real Kubernetes cluster (pods with schedulerName=workbench) from `kubeconfig`'s
+        `context` (default: its current one), scheduled by `policy` once `play()` is called;
+        nothing is touched before. `clock_speed`: the backend clock's speed-up (to match an
+        emulated cluster's fast clock)."""
         from ..k8s.backend import K8sBackend
 
-        backend = K8sBackend(kubeconfig=kubeconfig, namespace=namespace, serve=True)
-        return cls(backend, policy, workload=f"namespace {namespace or 'all'}",
-                   cluster=str(kubeconfig or "kubeconfig"), **params)
+        backend = K8sBackend(kubeconfig=kubeconfig, namespace=namespace, serve=True,
+                             context=context, speed=clock_speed)
+        where = str(kubeconfig or "kubeconfig") + (f" ({context})" if context else "")
+        return cls(backend, policy, workload=f"namespace {namespace or 'all'}", cluster=where,
+                   **params)
 
     @classmethod
     def from_workload(cls, trace: str = "default", cluster: str | None = "default",
@@ -313,6 +318,18 @@ class WorkbenchState(param.Parameterized):
 
     scheduler_error = ""
 
+    def close(self) -> None:
+        """Stop scheduling and let go of the backend (a real cluster's watches and threads;
+        the cluster itself and its jobs are left as they are)."""
+        self.running = False
+        if not self.simulated:
+            self.backend.interrupt()  # a scheduler thread waiting for a change returns now
+            if self._scheduler is not None:
+                self._scheduler.join(timeout=30)
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+
     def _after_move(self) -> None:
         if self.backend.done():
             self.running = False
@@ -436,7 +453,7 @@ class WorkbenchState(param.Parameterized):
     def refresh(self) -> None:
         """Observe the backend and recompute everything the views draw."""
         t0 = time.perf_counter()
-        state = self.backend.observe() if self.simulated else self.backend.last_observed()
+        state = self._look()
         if len(state.nodes) != len(self.layout.nodes) or any(
                 a.name != b.name for a, b in zip(state.nodes, self.layout.nodes)):
             self.layout = cluster_layout(list(state.nodes))  # nodes joined or left
@@ -452,6 +469,14 @@ class WorkbenchState(param.Parameterized):
         self.param.update(now=state.now, cells=cells, engine=engine,
                           summary=self._summary(state, cells), version=self.version + 1)
         self.refresh_seconds = time.perf_counter() - t0
+
+    def _look(self):
+        """The state to show. On a real cluster the scheduler thread's last observation while
+        it runs (an observation of our own would hide changes from its next round); while it
+        is paused nobody else observes, so the console does, or it would show a stale cluster."""
+        if self.simulated or not self._scheduler_alive():
+            return self.backend.observe()
+        return self.backend.last_observed()
 
     @property
     def forecasts(self) -> dict[str, Any]:
@@ -621,7 +646,7 @@ class ObservedBackend:
         return last if last is not None else self.observe()
 
     def __getattr__(self, name: str) -> Any:
-        if name == "fork":  # a real cluster cannot be forked
+        if name in ("fork", "observe_placements"):  # no fork; every observation is kept
             raise AttributeError(name)
         return getattr(self._backend, name)
 

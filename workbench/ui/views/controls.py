@@ -5,6 +5,8 @@ seen without the access token) they are disabled."""
 
 from __future__ import annotations
 
+import time
+
 import pandas as pd
 import panel as pn
 
@@ -22,6 +24,11 @@ def clock_text(seconds: float) -> str:
     h, rest = divmod(rest, 3600)
     m, s = divmod(rest, 60)
     return f"day {days}, {h:02d}:{m:02d}:{s:02d}"
+
+
+def wall_text(seconds: float) -> str:
+    """A real cluster's clock (Unix seconds) as a date and time."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
 
 
 class ControlsView(View):
@@ -211,8 +218,9 @@ class ControlsView(View):
         deadlines = ""
         if s["deadline_hits"] or s["deadline_misses"]:
             deadlines = f" · deadlines met {s['deadline_hits']}, missed {s['deadline_misses']}"
+        when = clock_text(self.state.now) if self.state.simulated else wall_text(self.state.now)
         self.clock.object = (
-            f"### {clock_text(self.state.now)} · {state_word}\n"
+            f"### {when} · {state_word}\n"
             f"**{s['gpus_used']:g}/{s['gpus_total']:g} GPUs** in use on {s['nodes_up']}/{s['nodes']}"
             f" nodes · {s['running']} running · {s['queued']} queued · {s['completed']} completed"
             f" · {s['rejected']} rejected · {s['to_arrive']} yet to arrive{deadlines}")
