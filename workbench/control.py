@@ -45,6 +45,7 @@ class Sample:
     completed: int
     deadline_hits: int
     deadline_misses: int
+    gpus_fragmented: float = math.nan  # free GPUs the workload cannot use (metrics.FragmentationMeter)
 
 
 @dataclass
@@ -56,6 +57,7 @@ class Recorder:
     switches: list[tuple[float, str, str]] = field(default_factory=list)  # (time, from, to)
     record_waits: bool = True
     timeline_every: float = 0.0  # seconds between timeline samples (0: every round)
+    fragmentation: Callable[[ClusterState], float] | None = None  # fragmented GPUs, per sample
     _completed: int = 0
     _hits: int = 0
     _misses: int = 0
@@ -95,7 +97,8 @@ class Recorder:
         self.timeline.append(Sample(
             state.now, policy, float(state.allocated[:, 2].sum()), float(state.capacity[up, 2].sum()),
             float(state.allocated[:, 0].sum()), float(state.capacity[up, 0].sum()),
-            queued, running, self._completed, self._hits, self._misses))
+            queued, running, self._completed, self._hits, self._misses,
+            self.fragmentation(state) if self.fragmentation is not None else math.nan))
 
     def why(self, job: str) -> list[Decision]:
         return [d for d in self.decisions if d.job == job]
@@ -204,13 +207,13 @@ class Controller:
         """Observe, decide, apply, record, at the backend's current time."""
         self._take_switch()
         t0 = time.perf_counter()
-        state = self.backend.observe()
+        state = self._observe()
         actions: list[Action] = self.policy.schedule(state)
         outcomes = self.backend.apply(actions) if actions else []
         now = self.backend.now
         self.recorder.record_round(now, self.policy.name, outcomes)
         if actions and self.recorder.sample_due(now):
-            state = self.backend.observe()
+            state = self._observe()
         self.recorder.sample(state, self.policy.name, self._newly_finished())
         self._last_round = now
         self._last_state = state
@@ -220,6 +223,11 @@ class Controller:
         waits = sum(isinstance(o.action, Wait) or not o.applied for o in outcomes)
         return RoundReport(now, self.policy.name, len(outcomes), refused,
                            time.perf_counter() - t0, waits)
+
+    def _observe(self) -> ClusterState:
+        if not self.policy.reads_progress and hasattr(self.backend, "observe_placements"):
+            return self.backend.observe_placements()
+        return self.backend.observe()
 
     def _newly_finished(self) -> list:
         log = getattr(self.backend, "finished", None)

@@ -186,6 +186,8 @@ class ClusterState:
     node_index: dict[str, int] = field(default_factory=dict)
     # Waiting jobs (PENDING/HOLDING) in arrival order, when the backend keeps that queue.
     queue: Iterable[JobStatus] | None = None
+    # Jobs holding resources (holding, restarting, running), when the backend keeps that set.
+    placed: Iterable[JobStatus] | None = None
 
     def __post_init__(self) -> None:
         if not self.node_index:
@@ -216,6 +218,12 @@ class ClusterState:
             return self.queue
         jobs = [j for j in self.jobs.values() if j.state in (JobState.PENDING, JobState.HOLDING)]
         return sorted(jobs, key=lambda j: (j.spec.arrival, j.name))
+
+    def iter_placed(self) -> Iterable[JobStatus]:
+        """Jobs holding resources, without scanning every active job when the backend knows."""
+        if self.placed is not None:
+            return self.placed
+        return [j for j in self.jobs.values() if j.state.placed]
 
     @property
     def active(self) -> list[JobStatus]:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..errors import ConfigError
 from ..model import Action, ClusterState
+from .placement import Ledger
 
 
 class Policy:
@@ -18,6 +20,27 @@ class Policy:
     # Engines whose decisions don't depend on a job finishing its checkpoint-restart delay
     # set this, so the controller skips the rounds those moments would cost on long traces.
     quiet_restarts: bool = False
+    # Engines that never read running jobs' progress, service or metric set this False: the
+    # simulator then skips bringing every running job up to date each round (long traces).
+    reads_progress: bool = True
+    # Engines whose node choice goes through `self.ledger(state)` take a placement plugin.
+    takes_placement: bool = False
+    placer = None  # a placer.Placer when a placement plugin chooses the nodes
+
+    def use_placement(self, plugin: str, seed: int = 0) -> None:
+        """Let placement plugin `plugin` (fgd, best-fit, ...) choose the nodes of each task."""
+        from .placer import Placer, check_plugin
+
+        check_plugin(plugin)
+        if not self.takes_placement:
+            raise ConfigError(f"placement: engine {type(self).name!r} places by its own rules;"
+                              f" plugins work with {', '.join(placement_engines())}")
+        self.placer = Placer(plugin, seed)
+        self.name = f"{type(self).name}+{plugin}"
+
+    def ledger(self, state: ClusterState) -> Ledger:
+        """The round's working copy of free resources, placing through the plugin if any."""
+        return Ledger(state, self.placer)
 
     def schedule(self, state: ClusterState) -> list[Action]:
         raise NotImplementedError
@@ -31,7 +54,7 @@ class Policy:
 
     def engine_view(self) -> dict[str, Any]:
         """Engine-specific data for the UI's teaching views (prices, probabilities, ...)."""
-        return {}
+        return self.placer.engine_view() if self.placer is not None else {}
 
 
 _REGISTRY: dict[str, Callable[..., Policy]] = {}
@@ -52,10 +75,24 @@ def available() -> list[str]:
 
 
 def make_policy(name: str, **options: Any) -> Policy:
+    """Engine `name` with `options`; `placement="fgd"` (or the name `fifo+fgd`, which wins)
+    gives it a placement plugin."""
     _load_all()
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown policy {name!r}; available: {', '.join(sorted(_REGISTRY))}")
-    return _REGISTRY[name](**options)
+    base, _, plugin = name.partition("+")
+    placement = plugin or options.pop("placement", None)
+    options.pop("placement", None)
+    if base not in _REGISTRY:
+        raise KeyError(f"unknown policy {base!r}; available: {', '.join(sorted(_REGISTRY))}")
+    policy = _REGISTRY[base](**options)
+    if placement:
+        policy.use_placement(placement)
+    return policy
+
+
+def placement_engines() -> list[str]:
+    """Engines that take a placement plugin."""
+    _load_all()
+    return sorted(n for n, cls in _REGISTRY.items() if getattr(cls, "takes_placement", False))
 
 
 def _load_all() -> None:

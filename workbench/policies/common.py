@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from ..model import Action, ClusterState, JobState, JobStatus, Place, Reject, Scale, Wait
@@ -47,6 +48,35 @@ def reject_impossible(state: ClusterState, jobs: list[JobStatus]) -> tuple[list[
         else:
             keep.append(job)
     return actions, keep
+
+
+class NewArrivalCheck:
+    """`reject_impossible` for engines that walk only the front of a long queue: each round it
+    checks the jobs that arrived since the last round (all waiting jobs again when the
+    cluster's shape changes), instead of every waiting job every round."""
+
+    def __init__(self) -> None:
+        self._signature: tuple | None = None
+        self._since = -math.inf
+
+    def reject(self, state: ClusterState) -> list[Action]:
+        signature = cluster_signature(state)
+        since = self._since if signature == self._signature else -math.inf
+        latest = since
+        actions: list[Action] = []
+        for job in reversed(list_or_view(state.iter_waiting())):  # newest arrivals first
+            if job.spec.arrival < since:
+                break
+            latest = max(latest, job.spec.arrival)
+            if (why := impossible(state, job, signature)) is not None:
+                actions.append(Reject(job.name, why))
+        self._signature, self._since = signature, latest
+        return actions
+
+
+def list_or_view(jobs):
+    """A reversible sequence or dict view of `jobs` (copied only if it is neither)."""
+    return jobs if hasattr(jobs, "__reversed__") else list(jobs)
 
 
 def wait_reason(ledger: Ledger, job: JobStatus, workers: int, position: int, prefix: str = "") -> Wait | None:

@@ -24,7 +24,6 @@ import numpy as np
 from ..model import Action, ClusterState, JobKind, JobStatus
 from .base import Policy, register
 from .common import by_arrival, commit_plans, reject_impossible
-from .placement import Ledger
 
 
 def ps_for(job: JobStatus, workers: int) -> int:
@@ -38,6 +37,7 @@ def ps_for(job: JobStatus, workers: int) -> int:
 @register("dorm")
 class DormPolicy(Policy):
     """Dorm-like: DRF water-filling of elastic jobs, resizing only on large changes."""
+    takes_placement = True
 
     def __init__(self, round_interval: float = 60.0, adjust_threshold: float = 0.5) -> None:
         self.round_interval = round_interval
@@ -76,7 +76,7 @@ class DormPolicy(Policy):
             budget -= extra
             heapq.heappush(heap, (float((need(job, w + 1) / cap).max()), job.spec.arrival, name))
 
-        ledger = Ledger(state)
+        ledger = self.ledger(state)
         plans: list[tuple[JobStatus, int]] = []
         waiting = any(not by_name[n].state.placed for n in alloc)
         for name, w in alloc.items():

@@ -11,12 +11,13 @@ import numpy as np
 from ..model import Action, ClusterState, Place
 from .base import Policy, register
 from .common import by_arrival, reject_impossible, wait_reason
-from .placement import Ledger
 
 
 @register("drf")
 class DrfPolicy(Policy):
+    takes_placement = True
     quiet_restarts = True
+    reads_progress = False
     def __init__(self, round_interval: float = 60.0) -> None:
         self.round_interval = round_interval
 
@@ -35,7 +36,7 @@ class DrfPolicy(Policy):
             per_user[job.spec.user].append(job)
         heap = [(float((usage[u] / cap).max()), per_user[u][0].spec.arrival, u) for u in per_user]
         heapq.heapify(heap)
-        ledger = Ledger(state)
+        ledger = self.ledger(state)
         pos = 0
         while heap:
             share, _, user = heapq.heappop(heap)

@@ -5,14 +5,15 @@ from __future__ import annotations
 from ..model import Action, ClusterState, Place, Reject, Wait
 from .base import Policy, register
 from .common import cluster_signature, impossible, wait_reason
-from .placement import Ledger
 
 
 @register("fifo")
 class FifoPolicy(Policy):
     """Strict FIFO by default (the head of the queue blocks the rest, no starvation);
     `backfill=True` lets later jobs that fit start while the head waits."""
+    takes_placement = True
     quiet_restarts = True
+    reads_progress = False
 
     def __init__(self, backfill: bool = False, round_interval: float = 60.0) -> None:
         self.backfill = backfill
@@ -22,7 +23,7 @@ class FifoPolicy(Policy):
         queue = state.iter_waiting()  # oldest first
         actions: list = []
         signature = cluster_signature(state)
-        ledger = Ledger(state)
+        ledger = self.ledger(state)
         free_gpus = ledger.free[:, 2].sum()
         blocked_by = None
         pos = -1

@@ -8,18 +8,19 @@ from __future__ import annotations
 from ..model import Action, ClusterState, JobState, Place, Wait
 from .base import Policy, register
 from .common import reject_impossible
-from .placement import Ledger
 
 
 @register("kube-default")
 class KubeDefaultPolicy(Policy):
+    takes_placement = True
     quiet_restarts = True
+    reads_progress = False
     def __init__(self, round_interval: float = 60.0) -> None:
         self.round_interval = round_interval
 
     def schedule(self, state: ClusterState) -> list[Action]:
         actions, queue = reject_impossible(state, state.waiting)
-        ledger = Ledger(state)
+        ledger = self.ledger(state)
         # The scheduling queue: one entry per unbound pod, by (creation time, index in job).
         pods = []
         for job in queue:

@@ -14,11 +14,11 @@ import heapq
 from ..model import Action, ClusterState, JobStatus
 from .base import Policy, register
 from .common import by_arrival, commit_plans, reject_impossible
-from .placement import Ledger
 
 
 @register("optimus")
 class OptimusPolicy(Policy):
+    takes_placement = True
     quiet_restarts = True
     def __init__(self, perf=None, round_interval: float = 60.0, min_gain: float = 0.1) -> None:
         if perf is None:
@@ -60,7 +60,7 @@ class OptimusPolicy(Policy):
             budget -= g
             self._push_gain(heap, job, w + 1, gpn)
 
-        ledger = Ledger(state)
+        ledger = self.ledger(state)
         plans: list[tuple[JobStatus, int]] = []
         for name, w in alloc.items():
             job = by_name[name]

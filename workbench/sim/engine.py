@@ -125,7 +125,9 @@ class SimBackend:
         self.finished: list[JobStatus] = []  # in the order they completed or were rejected
         self._queue: dict[str, JobStatus] = {}  # waiting jobs, kept in arrival order
         self._queue_unsorted = False
+        self._order_key: dict[str, tuple[float, str]] = {}  # the queue's order: (arrival, name)
         self._running: dict[str, JobStatus] = {}  # state RUNNING: progress advancing
+        self._placed: dict[str, JobStatus] = {}  # holding resources: holding, restarting, running
         self._held: dict[str, _Held] = {}
         self._progress_time: dict[str, float] = {}  # when progress was last brought up to date
         self._checkpoint: dict[str, float] = {}
@@ -167,17 +169,22 @@ class SimBackend:
     def observe(self) -> ClusterState:
         for job in self._running.values():
             self._sync(job)
+        return self.observe_placements()
+
+    def observe_placements(self) -> ClusterState:
+        """`observe` without bringing running jobs' progress up to now: for engines that
+        read only placements and the queue (a round then costs O(changes), not O(running))."""
         return ClusterState(
             now=self._now, nodes=self.nodes, capacity=self.capacity.copy(),
             allocated=self.allocated.copy(), gpu_free=self.gpu_free.copy(),
             node_up=self.node_up.copy(), jobs=self.active, node_index=self.node_index,
-            queue=self._waiting_in_order(),
+            queue=self._waiting_in_order(), placed=self._placed.values(),
         )
 
     def _waiting_in_order(self):
         if self._queue_unsorted:
-            order = sorted(self._queue.values(), key=lambda j: (j.spec.arrival, j.name))
-            self._queue = {j.name: j for j in order}
+            order = sorted(self._queue, key=self._order_key.__getitem__)  # C-level key lookups
+            self._queue = {name: self._queue[name] for name in order}
             self._queue_unsorted = False
         return self._queue.values()  # a live view: policies read it within the round
 
@@ -267,6 +274,7 @@ class SimBackend:
                             reason="waiting: arrived, not yet scheduled")
             self.jobs[spec.name] = job
             self.active[spec.name] = job
+            self._order_key[spec.name] = (spec.arrival, spec.name)
             self._enqueue(job)
             self._version[spec.name] = 0
         while self._faults and self._faults[0][0] <= t:
@@ -393,25 +401,27 @@ class SimBackend:
         """Bring a running job's progress, service and checkpoint up to now."""
         if job.state is not JobState.RUNNING:
             return
-        t0 = self._progress_time.get(job.name, self._now)
-        dt = self._now - t0
+        now = self._now
+        dt = now - self._progress_time[job.name]
         if dt <= 0:
             return
-        job.progress = min(job.progress + job.throughput * dt, job.spec.total_work)
+        spec = job.spec
+        rate = job.throughput
+        job.progress = min(job.progress + rate * dt, spec.total_work)
         job.executed_time += dt
         # A running job has exactly its target workers (checked by the invariant tests).
-        job.attained_service += dt * job.spec.worker_demand.gpu * job.target_workers
-        self._progress_time[job.name] = self._now
-        if self.checkpoint_interval > 0:
-            start = self._now if job.last_start is None else job.last_start
-            run = self._now - start
-            if run >= self.checkpoint_interval:
+        job.attained_service += dt * spec.worker_demand.gpu * job.target_workers
+        self._progress_time[job.name] = now
+        interval = self.checkpoint_interval
+        if interval > 0:
+            start = now if job.last_start is None else job.last_start
+            if now - start >= interval:
                 # Checkpoints are taken every interval of training since the last start.
-                k = run // self.checkpoint_interval
-                at = start + k * self.checkpoint_interval
-                self._checkpoint[job.name] = max(self._checkpoint.get(job.name, 0.0),
-                                                 job.progress - job.throughput * (self._now - at))
-        self._record_history(job)
+                at = start + (now - start) // interval * interval
+                saved = self._checkpoint.get(job.name, 0.0)
+                self._checkpoint[job.name] = max(saved, job.progress - rate * (now - at))
+        if self.history_interval is not None:
+            self._record_history(job)
 
     def _record_history(self, job: JobStatus, force: bool = False) -> None:
         if self.history_interval is None:
@@ -563,6 +573,7 @@ class SimBackend:
             raise
         held.gpus += taken
         self.allocated += need
+        self._placed[job.name] = job
         job.workers = merge_placements(job.workers, workers)
         job.ps = merge_placements(job.ps, ps)
 
@@ -596,6 +607,7 @@ class SimBackend:
         for i, g, amount in self._held.pop(job.name, _Held()).gpus:
             self.gpu_free[i, g] = min(self.gpu_free[i, g] + amount, 1.0)
         job.workers, job.ps = {}, {}
+        self._placed.pop(job.name, None)
         job.throughput = 0.0
         self._bump(job)
         if self.contention:
