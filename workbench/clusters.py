@@ -36,8 +36,11 @@ def preset(name: str) -> list[Node]:
 
 def parse_cluster(spec: str | None, nodes: int | None = None, gpus_per_node: int | None = None
                   ) -> list[Node]:
-    """`--cluster NAME` or `--cluster NxG` (e.g. 16x4), optionally overridden by --nodes/--gpus."""
+    """`--cluster NAME`, `--cluster NxG` (e.g. 16x4) or `--cluster openb:N` (N nodes of the
+    openb GPU node list), optionally overridden by --nodes/--gpus."""
     spec = spec or "default"
+    if spec.partition(":")[0] == "openb":
+        return openb_nodes(spec.partition(":")[2] or nodes)
     if "x" in spec and spec.replace("x", "").isdigit():
         n_s, g_s = spec.split("x", 1)
         n, g, c, m, model, per_rack = int(n_s), int(g_s), 12 * int(g_s) or 16, 48 * int(g_s) or 64, "T4", 4
@@ -47,3 +50,22 @@ def parse_cluster(spec: str | None, nodes: int | None = None, gpus_per_node: int
                               f" got {spec!r}")
         n, g, c, m, model, per_rack, _ = PRESETS[spec]
     return make_cluster(nodes or n, g if gpus_per_node is None else gpus_per_node, c, m, model, per_rack)
+
+
+def openb_nodes(count: int | str | None = None) -> list[Node]:
+    """`count` nodes spread evenly over the openb GPU node list (all when None), so the mix of
+    GPU models and sizes is kept."""
+    import numpy as np
+
+    from .traces.openb import NODE_FILE, default_data_dir, load_openb_nodes
+
+    nodes = load_openb_nodes(default_data_dir() / NODE_FILE)
+    if count is None:
+        return nodes
+    try:
+        n = int(count)
+    except ValueError:
+        raise ConfigError(f"--cluster openb:N: expected a node count, got {count!r}") from None
+    if not 1 <= n <= len(nodes):
+        raise ConfigError(f"--cluster openb:N: expected 1..{len(nodes)} nodes, got {n}")
+    return [nodes[i] for i in np.linspace(0, len(nodes) - 1, n).round().astype(int)]

@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .control import Controller
-from .metrics import run_metrics
+from .metrics import FragmentationMeter, run_metrics
 from .model import JobSpec, Node
 from .policies import make_policy
 from .policies.base import Policy
+from .policies.plugins import workload_of_jobs
 from .sim import SimBackend
 
 
@@ -33,8 +34,10 @@ class RunResult:
 
 def run_policy(nodes: Sequence[Node], jobs: Sequence[JobSpec], policy: str | Policy, *,
                policy_options: dict | None = None, progress: Callable[[float], None] | None = None,
-               measure_memory: bool = False, timeline_every: float = 0.0, **sim_options) -> RunResult:
-    """Simulate `jobs` on `nodes` under `policy` to the end and measure it."""
+               measure_memory: bool = False, timeline_every: float = 0.0,
+               fragmentation: bool = True, **sim_options) -> RunResult:
+    """Simulate `jobs` on `nodes` under `policy` to the end and measure it. `fragmentation`:
+    measure GPU fragmentation against the jobs' task sizes at every timeline sample."""
     pol = make_policy(policy, **(policy_options or {})) if isinstance(policy, str) else policy
     if measure_memory:
         tracemalloc.start()
@@ -42,13 +45,15 @@ def run_policy(nodes: Sequence[Node], jobs: Sequence[JobSpec], policy: str | Pol
     backend = SimBackend(nodes, jobs, **sim_options)
     controller = Controller(backend, pol)
     controller.recorder.timeline_every = timeline_every
+    if fragmentation and jobs:
+        controller.recorder.fragmentation = FragmentationMeter(workload_of_jobs(jobs))
     controller.run(progress=progress)
     wall = time.perf_counter() - t0
     peak = None
     if measure_memory:
         peak = tracemalloc.get_traced_memory()[1] / 2**20
         tracemalloc.stop()
-    metrics = run_metrics(backend)
+    metrics = run_metrics(backend, controller.recorder.timeline)
     metrics["stalled"] = len(controller.stalled)
     return RunResult(pol.name, metrics, controller, wall, peak)
 

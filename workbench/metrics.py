@@ -1,12 +1,21 @@
-"""Run metrics: JCT, makespan, queueing delay, deadline hit rate, utilisation."""
+"""Run metrics: JCT, makespan, queueing delay, deadline hit rate, utilisation, GPU
+fragmentation.
+
+Fragmentation follows the FGD paper (Weng et al., ATC '23): the unallocated GPU capacity that
+the run's own workload cannot use (its task shapes weighted by how many tasks of each there
+are, `plugins.workload_of_jobs`; see `workbench.fragmentation`), measured at every timeline
+sample by a `FragmentationMeter` and averaged over time.
+"""
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
-from .model import JobState, JobStatus
+from .fragmentation import MILLI, FragmentationIndex, TaskClasses
+from .model import ClusterState, JobState, JobStatus
 
 
 def job_metrics(jobs: Iterable[JobStatus]) -> dict[str, Any]:
@@ -53,8 +62,66 @@ def usage_metrics(usage) -> dict[str, float]:
     }
 
 
-def run_metrics(backend) -> dict[str, Any]:
-    """Everything about a finished (or stopped) simulator run."""
+class FragmentationMeter:
+    """Fragmented GPUs of a `ClusterState` against a fixed workload. Cheap to ask at every
+    timeline sample: only the nodes whose free resources changed since the last call are
+    measured again."""
+
+    def __init__(self, workload: TaskClasses) -> None:
+        self.workload = workload
+        self._index: FragmentationIndex | None = None
+        self._names: list[str] = []
+
+    def __call__(self, state: ClusterState) -> float:
+        from .policies.plugins import free_milli
+
+        cpu, mem, gpu = free_milli(state)
+        index = self._index
+        if index is None or self._names != [n.name for n in state.nodes] \
+                or index.gpu_free.shape != gpu.shape:
+            self._names = [n.name for n in state.nodes]
+            models = [n.gpu_model if n.gpus else "" for n in state.nodes]
+            self._index = FragmentationIndex(self.workload, models, gpu, cpu, mem)
+        else:
+            changed = np.flatnonzero((index.gpu_free != gpu).any(axis=1)
+                                     | (index.cpu_free != cpu) | (index.mem_free != mem))
+            if len(changed):
+                index.gpu_free[changed] = gpu[changed]
+                index.cpu_free[changed] = cpu[changed]
+                index.mem_free[changed] = mem[changed]
+                index.refresh(changed)
+        return self._index.total() / MILLI
+
+
+def fragmentation_metrics(timeline: Sequence) -> dict[str, float]:
+    """Time averages over timeline samples (each holds until the next): the fragmented share
+    of the unallocated GPUs, that share while jobs wait, and the fragmented GPUs. NaN when the
+    samples carry no fragmentation."""
+    samples = [s for s in timeline if not np.isnan(getattr(s, "gpus_fragmented", np.nan))]
+    nan = float("nan")
+    if not samples:
+        return {"gpu_frag_avg": nan, "gpu_frag_queued": nan, "gpus_fragmented_avg": nan}
+    t = np.array([s.time for s in samples])
+    frag = np.array([s.gpus_fragmented for s in samples])
+    free = np.array([s.gpus_total - s.gpus_allocated for s in samples])
+    ratio = np.where(free > 1e-9, frag / np.maximum(free, 1e-9), 0.0)
+    queued = np.array([s.queued > 0 for s in samples])
+    dt = np.diff(t, append=t[-1])
+    if dt.sum() <= 0:
+        dt = np.ones(len(t))
+
+    def mean(values: np.ndarray, weight: np.ndarray) -> float:
+        return float((values * weight).sum() / weight.sum()) if weight.sum() > 0 else nan
+
+    return {"gpu_frag_avg": mean(ratio, dt), "gpu_frag_queued": mean(ratio, dt * queued),
+            "gpus_fragmented_avg": mean(frag, dt)}
+
+
+def run_metrics(backend, timeline: Sequence | None = None) -> dict[str, Any]:
+    """Everything about a finished (or stopped) simulator run; fragmentation from the
+    run's `timeline` (the Recorder's samples) when given."""
     out = job_metrics(backend.jobs.values())
     out.update(usage_metrics(backend.usage))
+    if timeline is not None:
+        out.update(fragmentation_metrics(timeline))
     return out

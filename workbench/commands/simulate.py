@@ -14,7 +14,7 @@ from ..output import emit
 
 SUMMARY_COLUMNS = ["policy", "jobs", "completed", "rejected", "avg_jct_h", "median_jct_h",
                    "p95_jct_h", "makespan_h", "avg_queue_h", "deadline_hit_rate",
-                   "gpu_alloc_util", "gpu_effective_util", "restarts", "wall_s"]
+                   "gpu_alloc_util", "gpu_effective_util", "gpu_frag_avg", "restarts", "wall_s"]
 
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
@@ -31,6 +31,10 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fault", action="append", default=[], metavar="NODE@T[+D]",
                    help="fail NODE at T seconds for D seconds (default 3600; D=inf: for good);"
                         " repeatable")
+    p.add_argument("--placement", default=None, metavar="PLUGIN",
+                   help="placement plugin choosing each task's node for every engine that takes"
+                        " one: random, dot-product, gpu-clustering, gpu-packing, best-fit, fgd"
+                        " (or name it per engine: fifo+fgd)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
 
 
@@ -96,13 +100,14 @@ def run_simulate(args) -> int:
     faults = parse_faults(args.fault, nodes)
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     for p in policies:
-        if p not in available():
+        if p.partition("+")[0] not in available():
             raise ConfigError(f"--policy: unknown engine {p!r}; available: {', '.join(available())}")
+    engines = [_engine(p, args.placement) for p in policies]
     show_progress = sys.stderr.isatty() and not args.json and len(jobs) > 2000
     horizon = max(j.arrival for j in jobs) if jobs else None
     results = []
-    for p in policies:
-        results.append(run_policy(nodes, jobs, p, restart_delay=args.restart_delay,
+    for engine in engines:
+        results.append(run_policy(nodes, jobs, engine, restart_delay=args.restart_delay,
                                   faults=faults, progress=_progress_printer(show_progress, horizon)))
         if show_progress:
             sys.stderr.write("\n")
@@ -121,6 +126,19 @@ def run_simulate(args) -> int:
     table = [{c: r.get(c) for c in SUMMARY_COLUMNS} for r in rows]
     emit(result, as_json=args.json, tables={title: table})
     return 0
+
+
+def _engine(name: str, placement: str | None):
+    """Engine `name` (`fifo`, or `fifo+fgd` with a placement plugin), `--placement` applied."""
+    from ..policies import make_policy
+    from ..policies.placer import check_plugin
+
+    plugin = name.partition("+")[2]
+    if plugin:
+        check_plugin(plugin, f"--policy {name}")
+    if placement:
+        check_plugin(placement, "--placement")
+    return make_policy(name, **({"placement": placement} if placement else {}))
 
 
 def _write_csv(path: str, rows: list[dict]) -> None:

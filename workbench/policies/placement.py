@@ -1,14 +1,20 @@
 """Placement helpers shared by the engines: how many tasks fit where, and gang placement.
 
 All work on a `free` array (nodes x 3: CPU, MEM, GPU) plus the per-GPU free fractions, so a
-policy can place several jobs in one round by subtracting as it goes (`Ledger`).
+policy can place several jobs in one round by subtracting as it goes (`Ledger`). Given a
+`placer.Placer`, the ledger asks its placement plugin which nodes tasks go to.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..model import CPU, GPU, MEM, ClusterState, JobStatus, Placement, Resources
+
+if TYPE_CHECKING:
+    from .placer import Placer
 
 _EPS = 1e-9
 
@@ -16,7 +22,7 @@ _EPS = 1e-9
 class Ledger:
     """A policy's working copy of free resources within one round."""
 
-    def __init__(self, state: ClusterState) -> None:
+    def __init__(self, state: ClusterState, placer: Placer | None = None) -> None:
         self.state = state
         self.free = state.free.copy()
         # -1 marks "no such GPU" (or node down): never enough free, and no NaN handling.
@@ -24,6 +30,8 @@ class Ledger:
                                  state.gpu_free, -1.0)
         self.names = [n.name for n in state.nodes]
         self.index = state.node_index
+        self.placer = placer
+        self.view = placer.view(state) if placer is not None else None  # the plugin's mirror
 
     # -- capacity questions -------------------------------------------------------------
 
@@ -57,6 +65,8 @@ class Ledger:
             i = self.index[name]
             self.free[i] -= d * count
             self._take_gpus(i, demand.gpu, count)
+            if self.view is not None:
+                self.placer.mirror(self.view, i, self.free[i], self.gpu_free[i], demand, count)
 
     def give_back(self, placement: Placement, demand: Resources) -> None:
         """Return a job's resources to the ledger (e.g. when planning a preemption)."""
@@ -65,6 +75,8 @@ class Ledger:
             i = self.index[name]
             self.free[i] += d * count
             self._return_gpus(i, demand.gpu, count)
+            if self.view is not None:
+                self.placer.mirror(self.view, i, self.free[i], self.gpu_free[i], demand, -count)
 
     def _take_gpus(self, i: int, g: float, count: int) -> None:
         if g <= 0:
@@ -98,9 +110,12 @@ class Ledger:
 
     def pack(self, demand: Resources, count: int, *, max_per_node: int | None = None,
              prefer: np.ndarray | None = None) -> Placement | None:
-        """Place `count` tasks on as few nodes as possible, fullest fit first; None if not."""
+        """Place `count` tasks on as few nodes as possible, fullest fit first; None if not.
+        With a placement plugin the plugin chooses, except for tasks that `prefer` nodes."""
         if count <= 0:
             return {}
+        if self.view is not None and prefer is None:
+            return self.placer.place(self.view, demand, count)
         fits = self.fit_counts(demand)
         if max_per_node is not None:
             fits = np.minimum(fits, max_per_node)
@@ -125,7 +140,11 @@ class Ledger:
         return placement if left == 0 else None
 
     def spread_one(self, demand: Resources) -> str | None:
-        """Kube-default style for one pod: feasible node with the least allocated share."""
+        """Kube-default style for one pod: feasible node with the least allocated share (or
+        the placement plugin's choice)."""
+        if self.view is not None:
+            placed = self.placer.place(self.view, demand, 1)
+            return next(iter(placed)) if placed else None
         fits = self.fit_counts(demand)
         ok = np.flatnonzero(fits > 0)
         if not len(ok):
@@ -148,6 +167,9 @@ class Ledger:
         wp = self.pack(job.spec.worker_demand, workers)
         if wp is None:
             return None
+        if ps <= 0:
+            return wp, {}
+        rows = {self.index[n]: self.gpu_free[self.index[n]].copy() for n in wp}
         self.take(wp, job.spec.worker_demand)
         # PS next to the workers where possible: prefer nodes already hosting the job.
         prefer = np.zeros(len(self.names))
@@ -155,6 +177,10 @@ class Ledger:
             prefer[self.index[n]] = 1
         pp = self.pack(job.spec.ps_demand, ps, prefer=prefer)
         self.give_back(wp, job.spec.worker_demand)
+        for i, row in rows.items():  # give_back guesses which GPU a fraction came from: undo exactly
+            self.gpu_free[i] = row
+            if self.view is not None:
+                self.placer.mirror(self.view, i, self.free[i], row, job.spec.worker_demand, 0)
         if pp is None:
             return None
         return wp, pp

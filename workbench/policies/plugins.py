@@ -32,13 +32,13 @@ so fractional GPU accounting adds up exactly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..fragmentation import FragmentationIndex, TaskClasses, fragmentation_ratio, task_classes
-from ..model import CPU, MEM, ClusterState, Node, Resources
+from ..model import CPU, MEM, ClusterState, JobSpec, Node, Resources
 
 MILLI = 1000
 MAX_TAG = 9  # gpu-clustering kinds: 0 = sharing, k = k whole GPUs (k >= 9 together)
@@ -158,20 +158,14 @@ class PlacementState:
         NaN beyond a node's GPUs; a node that is down has nothing free). Which kinds of GPU
         task a node holds is not in a `ClusterState`: partly used GPUs count as sharing
         tasks, the rest is unknown to gpu-clustering."""
-        gpu_frac = np.asarray(state.gpu_free, dtype=np.float64)
-        if gpu_frac.ndim != 2 or gpu_frac.shape[0] != len(state.nodes):
-            gpu_frac = np.full((len(state.nodes), 0), np.nan)
-        exists = ~np.isnan(gpu_frac)
+        cpu_free, mem_free, gpu_free = free_milli(state)
         out = cls([n.name for n in state.nodes],
                   np.round(state.capacity[:, CPU] * MILLI), np.round(state.capacity[:, MEM] * 1024),
-                  exists.sum(axis=1), [n.gpu_model if n.gpus else "" for n in state.nodes],
+                  _gpu_counts(state), [n.gpu_model if n.gpus else "" for n in state.nodes],
                   workload)
-        free = state.free
-        up = np.asarray(state.node_up, dtype=bool)
-        out.cpu_free[:] = np.maximum(np.round(free[:, CPU] * MILLI), 0)
-        out.mem_free[:] = np.maximum(np.round(free[:, MEM] * 1024), 0)
-        milli = np.where(exists & up[:, None], np.round(np.nan_to_num(gpu_frac) * MILLI), 0)
-        out.gpu_free[:, : milli.shape[1]] = np.clip(milli, 0, MILLI)
+        out.cpu_free[:] = cpu_free
+        out.mem_free[:] = mem_free
+        out.gpu_free[:, : gpu_free.shape[1]] = gpu_free
         out.kinds[:, 0] = ((out.gpu_free > 0) & (out.gpu_free < MILLI)).sum(axis=1)
         out._derive()
         return out
@@ -247,6 +241,16 @@ class PlacementState:
 
     # -- changes -----------------------------------------------------------------------
 
+    def set_free(self, node: int, cpu_milli: int, mem_mib: int, gpu_milli: np.ndarray) -> None:
+        """Overwrite what is free on `node` (to mirror a ledger that decides GPUs itself)."""
+        self.cpu_free[node] = cpu_milli
+        self.mem_free[node] = mem_mib
+        self.gpu_free[node, : len(gpu_milli)] = gpu_milli
+        self._derive(node)
+        self.signature[node] = self._signature(node)
+        if self._index is not None:
+            self._index.refresh(node)
+
     def allocate(self, node: int, gpus: Sequence[int], task: Task) -> None:
         """Take `task`'s resources on `node` and `gpus`; refuses anything that does not fit."""
         gpus = tuple(int(g) for g in gpus)
@@ -299,6 +303,57 @@ def workload_of(tasks: Sequence[Task], coverage: float = 1.0) -> TaskClasses:
     return task_classes([t.cpu_milli for t in tasks], [t.num_gpu for t in tasks],
                         [t.gpu_milli for t in tasks], [t.gpu_models for t in tasks],
                         coverage=coverage)
+
+
+def tasks_of(spec: JobSpec) -> list[tuple[Task, int]]:
+    """A job's tasks as (task shape, how many): its workers at their submitted count, then
+    its parameter servers."""
+    out = [(Task.from_resources(spec.worker_demand), spec.initial_workers)]
+    if spec.num_ps:
+        out.append((Task.from_resources(spec.ps_demand), spec.num_ps))
+    return out
+
+
+def workload_of_counts(counts: dict[Task, int]) -> TaskClasses:
+    """The target workload of tasks given as shape -> how many (every shape kept)."""
+    shapes = [t for t, n in counts.items() if n > 0]
+    if not shapes:
+        raise ValueError("workload_of_counts: no tasks")
+    reps = np.array([counts[t] for t in shapes])
+    return task_classes(*(np.repeat([getattr(t, f) for t in shapes], reps)
+                          for f in ("cpu_milli", "num_gpu", "gpu_milli")),
+                        [t.gpu_models for t, n in zip(shapes, reps) for _ in range(n)],
+                        coverage=1.0)
+
+
+def workload_of_jobs(specs: Iterable[JobSpec]) -> TaskClasses:
+    """The task-size distribution of a list of jobs: every task (worker or PS) one draw."""
+    counts: dict[Task, int] = {}
+    for spec in specs:
+        for task, n in tasks_of(spec):
+            counts[task] = counts.get(task, 0) + n
+    return workload_of_counts(counts)
+
+
+def free_milli(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Free CPU (milli-cores), memory (MiB) per node and free milli-GPU per GPU of a
+    `ClusterState`, as int64; 0 beyond a node's GPUs and on a node that is down."""
+    gpu_frac = np.asarray(state.gpu_free, dtype=np.float64)
+    if gpu_frac.ndim != 2 or gpu_frac.shape[0] != len(state.nodes):
+        gpu_frac = np.full((len(state.nodes), 0), np.nan)
+    free = state.free
+    up = np.asarray(state.node_up, dtype=bool)
+    cpu = np.maximum(np.round(free[:, CPU] * MILLI), 0).astype(np.int64)
+    mem = np.maximum(np.round(free[:, MEM] * 1024), 0).astype(np.int64)
+    milli = np.where(~np.isnan(gpu_frac) & up[:, None], np.round(np.nan_to_num(gpu_frac) * MILLI), 0)
+    return cpu, mem, np.clip(milli, 0, MILLI).astype(np.int64)
+
+
+def _gpu_counts(state: ClusterState) -> np.ndarray:
+    gpu_frac = np.asarray(state.gpu_free, dtype=np.float64)
+    if gpu_frac.ndim != 2 or gpu_frac.shape[0] != len(state.nodes):
+        return np.zeros(len(state.nodes), dtype=np.int64)
+    return (~np.isnan(gpu_frac)).sum(axis=1)
 
 
 def cluster_fragmentation(state: ClusterState, workload: TaskClasses) -> dict[str, float]:

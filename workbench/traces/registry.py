@@ -7,6 +7,8 @@ Forms:
 - `synthetic` or `synthetic:KEY=VALUE,...` with keys n (jobs), rate (jobs/s), deadline
   (a factor, LOW-HIGH, or none), max_workers, ps (0/1 or a share), apps (names joined by +),
   seed.
+- `openb` or `openb:pods=NAME_OR_PATH,n=1000,interval=30,...`: GPU-sharing jobs drawn from
+  an Alibaba openb pod list (`openb_sim`).
 - a bare path to a CSV: its header decides (`name,time,application,...` → Pollux;
   `timestamp,...` or `arrival,...` with duration and num_gpus → Philly).
 """
@@ -23,7 +25,7 @@ from .pollux import POLLUX_COLUMNS, load_pollux_workload
 from .synthetic import synthetic_workload
 from .validate import read_header
 
-FORMS = ("default", "philly", "philly:PATH", "pollux:PATH", "synthetic",
+FORMS = ("default", "philly", "philly:PATH", "pollux:PATH", "openb[:pods=NAME,n=1000]", "synthetic",
          "synthetic:n=200,rate=0.01,deadline=2.0", "PATH.csv")
 
 
@@ -63,6 +65,10 @@ def _load(spec: str, seed: int) -> Jobs:
         if not arg:
             raise ConfigError("trace 'pollux:PATH' needs a path to a workload CSV")
         return load_pollux_workload(arg)
+    if kind == "openb":
+        from .openb_sim import load_openb_jobs
+
+        return load_openb_jobs(arg, seed)
     if kind == "synthetic":
         return synthetic_workload(**_synthetic_options(arg, seed))
     if os.path.exists(spec) or spec.endswith((".csv", ".csv.gz")):
