@@ -347,8 +347,11 @@ class WorkbenchState(param.Parameterized):
             return
         self.controller.switch(make_policy(name))
         self.engine_history = {}
+        now = self.backend.now
+        when = f"{now / 3600:.2f} h" if self.simulated else \
+            time.strftime("%H:%M:%S UTC", time.gmtime(now))  # a real cluster: Unix time
         self.param.update(policy=name, preview=None, candidate=None,
-                          message=f"switched to {name} at {self.backend.now / 3600:.2f} h")
+                          message=f"switched to {name} at {when}")
         # Take the switch now so the next round (and the timeline marker) is the new engine's.
         self.controller._take_switch()
         self.refresh()
