@@ -46,6 +46,24 @@ def default_data_dir() -> Path:
     return path
 
 
+DATA_ENV = "WORKBENCH_OPENB_DATA"
+
+
+def find_data_dir() -> Path | None:
+    """Where the openb files are, or None: the directory named by $WORKBENCH_OPENB_DATA, else
+    `../shared/data/openb` seen from the working directory or any directory above it (so a
+    notebook running in `notebooks/` finds the same data as the CLI run from the repository)."""
+    named = os.environ.get(DATA_ENV)
+    if named:
+        return Path(named) if Path(named).is_dir() else None
+    here = Path.cwd().resolve()
+    for base in (here, *here.parents):
+        path = (base / DEFAULT_DIR).resolve()
+        if path.is_dir():
+            return path
+    return None
+
+
 def resolve_pod_list(spec: str | os.PathLike | None, data_dir: Path | None = None) -> Path:
     """A pod-list path from a path, or a variant name like `default` or `gpushare40`."""
     if spec is not None and (os.sep in str(spec) or str(spec).endswith(".csv")):
