@@ -12,15 +12,14 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 from .backend import Backend, Outcome
 from .model import Action, ClusterState, JobState, Reject, Wait
 from .policies.base import Policy
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):  # a tuple: long traces record millions, cheap to build
     time: float
     policy: str
     action: str  # Place, Scale, Migrate, Suspend, Admit, Reject, Wait
@@ -206,26 +205,27 @@ class Controller:
     def round(self) -> RoundReport:
         """Observe, decide, apply, record, at the backend's current time."""
         self._take_switch()
+        policy = self.policy  # the round is this engine's, even if a switch lands meanwhile
         t0 = time.perf_counter()
-        state = self._observe()
-        actions: list[Action] = self.policy.schedule(state)
+        state = self._observe(policy)
+        actions: list[Action] = policy.schedule(state)
         outcomes = self.backend.apply(actions) if actions else []
         now = self.backend.now
-        self.recorder.record_round(now, self.policy.name, outcomes)
+        self.recorder.record_round(now, policy.name, outcomes)
         if actions and self.recorder.sample_due(now):
-            state = self._observe()
-        self.recorder.sample(state, self.policy.name, self._newly_finished())
+            state = self._observe(policy)
+        self.recorder.sample(state, policy.name, self._newly_finished())
         self._last_round = now
         self._last_state = state
         self._force_round = False
         self.rounds += 1
         refused = sum(not o.applied for o in outcomes)
         waits = sum(isinstance(o.action, Wait) or not o.applied for o in outcomes)
-        return RoundReport(now, self.policy.name, len(outcomes), refused,
+        return RoundReport(now, policy.name, len(outcomes), refused,
                            time.perf_counter() - t0, waits)
 
-    def _observe(self) -> ClusterState:
-        if not self.policy.reads_progress and hasattr(self.backend, "observe_placements"):
+    def _observe(self, policy: Policy) -> ClusterState:
+        if not policy.reads_progress and hasattr(self.backend, "observe_placements"):
             return self.backend.observe_placements()
         return self.backend.observe()
 

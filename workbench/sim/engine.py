@@ -142,6 +142,7 @@ class SimBackend:
         self.usage = Usage()
         self._effective = np.zeros(2)  # GPUs, CPUs held by jobs that are training
         self._usage_time = self._now
+        self._totals: tuple[float, float, float, float] | None = None  # for _accumulate_usage
         self.events: list[tuple[float, str, str]] = []  # (time, kind, subject) of faults
 
     # ---- Backend protocol ---------------------------------------------------------------
@@ -350,10 +351,12 @@ class SimBackend:
             self._enqueue(job)
             job.reason = f"waiting: node {node} failed; resumes from checkpoint at {job.progress:,.0f} iterations"
         self.node_up[i] = False
+        self._totals = None
 
     def _recover(self, node: str) -> None:
         i = self.node_index[node]
         self.node_up[i] = True
+        self._totals = None
         self.events.append((self._now, "node-recovered", node))
 
     # ---- progress -----------------------------------------------------------------------
@@ -573,6 +576,7 @@ class SimBackend:
             raise
         held.gpus += taken
         self.allocated += need
+        self._totals = None
         self._placed[job.name] = job
         job.workers = merge_placements(job.workers, workers)
         job.ps = merge_placements(job.ps, ps)
@@ -604,6 +608,7 @@ class SimBackend:
         for name, count in job.ps.items():
             self.allocated[self.node_index[name]] -= job.spec.ps_demand.as_array() * count
         np.maximum(self.allocated, 0.0, out=self.allocated)
+        self._totals = None
         for i, g, amount in self._held.pop(job.name, _Held()).gpus:
             self.gpu_free[i, g] = min(self.gpu_free[i, g] + amount, 1.0)
         job.workers, job.ps = {}, {}
@@ -619,12 +624,17 @@ class SimBackend:
         dt = t - self._usage_time
         if dt <= 0:
             return
+        if self._totals is None:  # recomputed only after an allocation or a node changed
+            up = self.node_up
+            alloc = self.allocated.sum(axis=0)
+            self._totals = (float(self.capacity[up, GPU].sum()), float(self.capacity[up, CPU].sum()),
+                            float(alloc[GPU]), float(alloc[CPU]))
+        gpu_cap, cpu_cap, gpu_alloc, cpu_alloc = self._totals
         u = self.usage
-        up = self.node_up
-        u.gpu_capacity += self.capacity[up, GPU].sum() * dt
-        u.cpu_capacity += self.capacity[up, CPU].sum() * dt
-        u.gpu_allocated += self.allocated[:, GPU].sum() * dt
-        u.cpu_allocated += self.allocated[:, CPU].sum() * dt
+        u.gpu_capacity += gpu_cap * dt
+        u.cpu_capacity += cpu_cap * dt
+        u.gpu_allocated += gpu_alloc * dt
+        u.cpu_allocated += cpu_alloc * dt
         u.gpu_effective += self._effective[0] * dt
         u.cpu_effective += self._effective[1] * dt
         self._usage_time = t
