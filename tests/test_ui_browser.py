@@ -356,3 +356,44 @@ def test_the_jupyterlab_extension_opens_the_app_in_a_main_area_tab(browser, tmp_
             lab.wait(15)
         except subprocess.TimeoutExpired:
             os.killpg(lab.pid, 9)
+
+
+def test_fragmentation_over_time_and_per_node_for_an_engine_with_fgd(browser, tmp_path, screenshots):
+    """A GPU-sharing workload under fifo+fgd: the timeline draws the fragmented share of the
+    free GPUs, and the Engine tab draws each node's fragmented GPUs."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_placement_engines import sharing_pods
+
+    pods = tmp_path / "pods.csv"
+    sharing_pods(5, 200).to_csv(pods, index=False)
+    proc, url = _serve("--speed", "3600", "--cluster", "small", "--policy", "fifo+fgd",
+                       "--trace", f"openb:pods={pods},n=200,interval=10,max_duration=3600")
+    p = None
+    try:
+        p = Page(browser, url)
+        p.click("Run")
+        p.tab("Timeline")
+        frag = p.wait_for(lambda: [v for v in p.source("timeline", "gpu_frag")
+                                   if v is not None and v == v and v > 0],
+                          what="fragmentation on the timeline")
+        assert all(0 < v <= 1 for v in frag)
+        assert p.js("() => !!Bokeh.documents[0].get_model_by_name('gpu_frag_line')")
+        p.page.screenshot(path=str(screenshots / "ui-timeline-fragmentation.png"), full_page=True)
+        p.tab("Engine")
+        p.page.wait_for_selector("text=Engine: fifo+fgd", timeout=60_000)
+        nodes = p.wait_for(lambda: p.js(
+            "() => { const s = Bokeh.documents[0].get_model_by_name('engine_fragmentation');"
+            " return s ? Array.from(s.data['key']) : []; }"), what="per-node fragmentation bars")
+        values = p.source("engine_fragmentation", "value")
+        assert set(nodes) <= {f"node-{i:02d}" for i in range(4)}
+        assert values == sorted(values, reverse=True) and max(values) > 0
+        p.page.screenshot(path=str(screenshots / "ui-engine-fgd.png"), full_page=True)
+        assert p.errors == []
+    finally:
+        if p is not None:
+            p.close()
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

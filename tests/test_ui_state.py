@@ -311,3 +311,42 @@ def test_a_real_cluster_is_scheduled_by_a_thread_and_only_watched_by_the_console
     store.refresh()
     assert store.summary["completed"] + store.summary["rejected"] == 30
     assert store.scheduler_error == ""
+
+
+def test_fragmentation_over_time_and_per_node_in_the_engine_view(tmp_path):
+    """A GPU-sharing workload under fifo+fgd: the timeline carries the fragmented share of the
+    free GPUs, and the engine view draws each node's fragmented GPUs with a history."""
+    from workbench.model import Node
+    from workbench.policies.plugins import cluster_fragmentation
+    from workbench.traces.openb_sim import openb_jobs
+    from workbench.ui.views.engines import EngineView
+    from workbench.ui.views.timeline import TimelineView
+
+    from test_placement_engines import sharing_pods
+
+    nodes = [Node(f"n{i}", cpus=64, mem=256, gpus=[2, 4, 8][i % 3], gpu_model="T4")
+             for i in range(6)]
+    jobs = openb_jobs(sharing_pods(4, 200), n=150, interval=10.0, max_duration=3600)
+    store = WorkbenchState.from_workload(jobs=jobs, nodes=nodes, policy="fifo+fgd")
+    timeline, engine = TimelineView(store), EngineView(store)
+    for _ in range(6):
+        store.advance(900)
+        timeline.sync()
+        engine.sync()
+    frame = store.timeline_frame()
+    frag = frame["gpu_frag"].to_numpy()
+    assert np.isfinite(frag).all() and (frag >= 0).all() and (frag <= 1).all() and frag.max() > 0
+    # The last sample agrees with a fresh measure of the cluster now.
+    last = store.recorder.timeline[-1]
+    fresh = cluster_fragmentation(store.backend.observe(), store.recorder.fragmentation.workload)
+    if last.time == store.now:
+        assert last.gpus_fragmented == pytest.approx(fresh["fragmented_gpus"])
+    assert list(timeline.source.data["gpu_frag"]) == pytest.approx(list(frag), nan_ok=True)
+    view = store.engine
+    assert view["placement"] == "fgd" and "fragmentation" in engine.blocks
+    bars = engine.blocks["fragmentation"].bars.source.data
+    assert set(bars["key"]) <= {n.name for n in nodes} and bars["value"] == sorted(
+        bars["value"], reverse=True)
+    assert sum(bars["value"]) == pytest.approx(view["fragmented_gpus"])
+    assert len(store.engine_history["fragmentation"]) >= 3  # per-node lines over time
+    assert "fragmented_gpus" in set(engine.facts.value.fact)

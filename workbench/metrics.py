@@ -9,6 +9,7 @@ sample by a `FragmentationMeter` and averaged over time.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -93,6 +94,15 @@ class FragmentationMeter:
         return self._index.total() / MILLI
 
 
+def fragmented_share(sample) -> float:
+    """Fragmented share of the free GPUs at a timeline sample (0 when none is free, NaN when
+    not measured): the FGD paper's fragmentation rate."""
+    if math.isnan(sample.gpus_fragmented):
+        return math.nan
+    free = sample.gpus_total - sample.gpus_allocated
+    return min(sample.gpus_fragmented / free, 1.0) if free > 1e-9 else 0.0  # 1.0: float sums
+
+
 def fragmentation_metrics(timeline: Sequence) -> dict[str, float]:
     """Time averages over timeline samples (each holds until the next): the fragmented share
     of the unallocated GPUs, that share while jobs wait, and the fragmented GPUs. NaN when the
@@ -103,8 +113,7 @@ def fragmentation_metrics(timeline: Sequence) -> dict[str, float]:
         return {"gpu_frag_avg": nan, "gpu_frag_queued": nan, "gpus_fragmented_avg": nan}
     t = np.array([s.time for s in samples])
     frag = np.array([s.gpus_fragmented for s in samples])
-    free = np.array([s.gpus_total - s.gpus_allocated for s in samples])
-    ratio = np.where(free > 1e-9, frag / np.maximum(free, 1e-9), 0.0)
+    ratio = np.array([fragmented_share(s) for s in samples])
     queued = np.array([s.queued > 0 for s in samples])
     dt = np.diff(t, append=t[-1])
     if dt.sum() <= 0:

@@ -57,7 +57,7 @@ def run_serve(args) -> int:
     from ..ui.app import TITLE, Workbench
     from ..ui.state import WorkbenchState
 
-    if args.policy not in available():
+    if args.policy.partition("+")[0] not in available():  # fifo+fgd: an engine and its plugin
         raise ConfigError(f"--policy: unknown engine {args.policy!r}; available: {', '.join(available())}")
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port: expected 1-65535, got {args.port}")

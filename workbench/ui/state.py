@@ -28,9 +28,10 @@ import pandas as pd
 import param
 
 from ..control import Controller
-from ..metrics import run_metrics
+from ..metrics import FragmentationMeter, fragmented_share, run_metrics
 from ..model import JobState, JobStatus
 from ..policies import available, make_policy
+from ..policies.plugins import workload_of_jobs
 from .data import (
     CellPainter,
     ClusterCells,
@@ -43,7 +44,7 @@ from .data import (
 from .forecasting import JobForecaster
 
 TIMELINE_COLUMNS = ["time_h", "policy", "gpu_util", "cpu_util", "queued", "running", "completed",
-                    "deadline_hits", "deadline_misses"]
+                    "deadline_hits", "deadline_misses", "gpu_frag"]
 _STATE_RANK = {JobState.RUNNING: 0, JobState.RESTARTING: 1, JobState.HOLDING: 2,
                JobState.PENDING: 3}
 FORECAST_BUDGET = 0.025  # seconds of forecasting per refresh, amortised
@@ -200,7 +201,10 @@ class WorkbenchState(param.Parameterized):
                 cluster = "philly"
             nodes = parse_cluster(cluster)
         backend = SimBackend(nodes, jobs, **sim_options)
-        return cls(backend, policy, workload=str(trace), cluster=str(cluster), **params)
+        state = cls(backend, policy, workload=str(trace), cluster=str(cluster), **params)
+        if jobs:  # the timeline's fragmentation, against the workload's task sizes
+            state.recorder.fragmentation = FragmentationMeter(workload_of_jobs(jobs))
+        return state
 
     def load(self, trace: str = "default", cluster: str | None = "default",
              policy: str | None = None, **options) -> None:
@@ -580,7 +584,7 @@ class WorkbenchState(param.Parameterized):
         """Timeline samples from index `start` on (the views stream only the new ones)."""
         rows = [(s.time / 3600, s.policy, s.gpus_allocated / s.gpus_total if s.gpus_total else 0.0,
                  s.cpus_allocated / s.cpus_total if s.cpus_total else 0.0, s.queued, s.running,
-                 s.completed, s.deadline_hits, s.deadline_misses)
+                 s.completed, s.deadline_hits, s.deadline_misses, fragmented_share(s))
                 for s in self.recorder.timeline[start:]]
         return pd.DataFrame.from_records(rows, columns=TIMELINE_COLUMNS)
 

@@ -43,7 +43,7 @@ TITLES = {
     "locality": "DRAGON: placement locality",
     "scaling_events": "autoscaling decisions",
     "scaling": "QoS: autoscaling decisions",
-    "fragmentation": "FGD: GPU fragmentation",
+    "fragmentation": "placement plugin: fragmented GPUs per node, most fragmented first",
     "waiting_since": "time each job entered the queue (s)",
 }
 MAX_SERIES = 12
@@ -131,8 +131,8 @@ class _Lines:
 
 
 class _Bars:
-    def __init__(self, title: str) -> None:
-        self.source = ColumnDataSource({"key": [], "value": []})
+    def __init__(self, title: str, name: str | None = None) -> None:
+        self.source = ColumnDataSource({"key": [], "value": []}, name=name)
         fig = figure(height=220, sizing_mode="stretch_width", title=title, x_range=FactorRange(),
                      tools="", toolbar_location=None)
         fig.vbar(x="key", top="value", width=0.7, source=self.source, color="#4c78a8")
@@ -157,7 +157,7 @@ class _Block:
         self.key, self.kind, self.state = key, kind, state
         title = TITLES.get(key, key.replace("_", " "))
         if kind == "bars":
-            self.bars = _Bars(f"{title} (now)")
+            self.bars = _Bars(f"{title} (now)", name=f"engine_{key}")
             self.history = _Lines(f"{title} over time", "simulated time (h)")
             self.panel = pn.Row(self.bars.panel, self.history.panel, sizing_mode="stretch_width")
         elif kind in ("series", "matrix", "timeseries"):
@@ -273,6 +273,7 @@ class EngineView(View):
                 self.body.objects = [pn.pane.Markdown(
                     f"*{policy.name} has no teaching view.* Engines with one: OASiS (prices),"
                     " DL2 (action probabilities), SpeCon (growth, migrations), DRAGON (gangs,"
-                    " locality), QoS (autoscaling), FGD (fragmentation).", margin=(0, 10))]
+                    " locality), QoS (autoscaling), and any engine given a placement plugin such as"
+                    " fifo+fgd (fragmentation per node).", margin=(0, 10))]
         for k, block in self.blocks.items():
             block.update(view[k], view)

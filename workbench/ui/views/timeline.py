@@ -1,5 +1,6 @@
-"""The timeline: utilisation, queue length, completions and deadline hits over time, with a
-marker wherever the policy was switched. New samples are streamed, never resent."""
+"""The timeline: utilisation and GPU fragmentation, queue length, completions and deadline
+hits over time, with a marker wherever the policy was switched. New samples are streamed,
+never resent."""
 
 from __future__ import annotations
 
@@ -22,11 +23,14 @@ class TimelineView(View):
         self._run_id = id(state.controller)
         common = {"height": height, "sizing_mode": "stretch_width",
                   "tools": "xpan,xwheel_zoom,reset", "toolbar_location": "above"}
-        util = figure(title="utilisation", y_range=(0, 1.08), **common)
+        util = figure(title="utilisation and fragmentation", y_range=(0, 1.08), **common)
         util.line("time_h", "gpu_util", source=self.source, color="#1f77b4", legend_label="GPU",
                   line_width=2)
         util.line("time_h", "cpu_util", source=self.source, color="#4c78a8", legend_label="CPU",
                   line_dash="dotted")
+        # Share of the free GPUs the workload's tasks cannot use (FGD's fragmentation rate).
+        util.line("time_h", "gpu_frag", source=self.source, color="#ff7f0e", line_dash="dashed",
+                  legend_label="free GPUs fragmented", name="gpu_frag_line")
         queue = figure(title="jobs", x_range=util.x_range, **common)
         queue.step("time_h", "queued", source=self.source, color="#d62728", legend_label="queued",
                    mode="after", line_width=2)
