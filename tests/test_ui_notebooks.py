@@ -119,7 +119,7 @@ def test_philly_table_has_a_finite_row_per_engine(philly):
     text = text_of(philly)
     jobs = int(number(text, r"day 40: (\d+) jobs"))
     for engine in ("fifo", "drf", "tiresias", "optimus", "dorm", "dragon"):
-        row = re.search(rf"^\d+\s+{engine}\s+(\d+)\s+([0-9.]+)", table, re.M)
+        row = re.search(rf"^\d+\s+{engine}\s+(\d+)\s+([0-9.]+)", table, re.MULTILINE)
         assert row, engine
         assert int(row.group(1)) == jobs  # every job of the day completed
         avg = number(text, rf"{engine}\s+avg JCT\s+([0-9.]+) h")
