@@ -81,10 +81,10 @@ def test_fgd_fragments_less_than_random_in_the_simulator():
     for seed in range(2):
         jobs = openb_jobs(sharing_pods(seed, 400), n=400, interval=4.0, max_duration=2 * 3600,
                           seed=seed)
-        for plugin in frag:
+        for plugin, values in frag.items():
             run = run_policy(small_cluster(12), jobs, f"fifo+{plugin}")
             assert run.metrics["completed"] == len(jobs)
-            frag[plugin].append(run.metrics["gpus_fragmented_avg"])
+            values.append(run.metrics["gpus_fragmented_avg"])
     assert all(np.isfinite(v) and v >= 0 for vs in frag.values() for v in vs)
     assert np.mean(frag["fgd"]) < 0.95 * np.mean(frag["random"]), frag
 

@@ -48,9 +48,9 @@ def openb_jobs(pods: pd.DataFrame, *, n: int = 1000, interval: float = 30.0, see
                     worker_demand=Resources(float(cpu[i]), float(mem[i]), float(gpu[i])))
             for i in range(n)]
     shared = int(((num == 1) & (milli < 1000)).sum())
-    notes = [f"{n} pods drawn with replacement (seed {seed}) from {len(pods)}; Poisson arrivals"
-             f" every {interval:g} s on average; {shared} share a GPU, {int((num == 0).sum())}"
-             " use none; gpu_spec dropped"]
+    notes = [(f"{n} pods drawn with replacement (seed {seed}) from {len(pods)}; Poisson arrivals"
+              f" every {interval:g} s on average; {shared} share a GPU, {int((num == 0).sum())}"
+              " use none; gpu_spec dropped")]
     return Jobs(jobs, source=source, notes=notes)
 
 
