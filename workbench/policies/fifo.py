@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from ..model import Action, ClusterState, Place, Reject, Wait
 from .base import Policy, register
-from .common import cluster_signature, impossible, wait_reason
+from .common import cluster_signature, impossible, list_or_view, wait_reason
+
+NAMED_BEHIND_HEAD = 3  # queued jobs whose reason names the job at the head
 
 
 @register("fifo")
@@ -30,10 +32,20 @@ class FifoPolicy(Policy):
         for job in queue:
             pos += 1
             if blocked_by is not None and not self.backfill:
-                if pos >= 50:
-                    break  # the rest keep their reason; no need to walk a long queue
-                if job.reason != (r := f"waiting: behind {blocked_by} in FIFO order"):
+                # The next few name the head; the rest get a reason that stays true when the
+                # head changes, so a long queue is not told something new at every start.
+                r = (f"waiting: behind {blocked_by} in FIFO order" if pos <= NAMED_BEHIND_HEAD
+                     else "waiting: behind earlier jobs in FIFO order (strict FIFO)")
+                if job.reason != r:
                     actions.append(Wait(job.name, r))
+                elif pos > NAMED_BEHIND_HEAD:
+                    # The rest were told already, but for jobs that arrived since, at the tail:
+                    # no need to walk a long queue.
+                    for late in reversed(list_or_view(queue)):
+                        if late.reason == r:
+                            break
+                        actions.append(Wait(late.name, r))
+                    break
                 continue
             if (why := impossible(state, job, signature)) is not None:
                 actions.append(Reject(job.name, why))
