@@ -1,7 +1,9 @@
 """The live console on a real Kubernetes API server (the local control plane, emulated GPU
 nodes): the store and the app reached through a kubeconfig context show the cluster's own
 nodes and jobs, follow their progress and the scheduler's decisions, switch the engine live,
-and on a shared host stay read-only without the token. One test drives the served app in
+and on a shared host stay read-only without the token. The controls' backend chooser moves a
+simulated console to the cluster (and says in one line why when it cannot), and the
+cluster's times are hours since the console connected. One test drives the served app in
 headless chromium; one executes notebooks/kubernetes_console.ipynb on a cluster of its own.
 
 Run: pytest -q tests/test_ui_kubernetes.py   (markers: integration; ui; notebooks)
@@ -12,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -20,6 +23,7 @@ import time
 import uuid
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from workbench.k8s.controlplane import LocalCluster, find_binaries
@@ -249,7 +253,8 @@ def test_switching_the_engine_live_changes_later_decisions_on_the_cluster(
         assert set(d[d["job"].isin([j.name for j in first]) & (d["action"] == "Place")]
                    ["policy"]) == {"fifo"}
         assert set(d[d["job"].isin([j.name for j in later])]["policy"]) == {"tiresias"}
-        assert set(d[d["time_h"] * 3600 > switched_at + 1e-6]["policy"]) == {"tiresias"}
+        assert set(d[state.time_origin + d["time_h"] * 3600 > switched_at + 1e-6]["policy"]) \
+            == {"tiresias"}
         # The later jobs really run on the cluster: their pods are bound to its nodes.
         _until("the later jobs' pods bound", lambda: {
             n.rsplit("-", 1)[0] for n in _bound_pods(cluster, namespace)} >= {
@@ -297,6 +302,170 @@ def test_locked_console_can_view_the_cluster_but_not_change_it(cluster, kubeconf
         wb.stop()
     finally:
         state.close()
+
+
+# ---- the backend chooser in the controls; the cluster's clock ------------------------------
+
+
+def _simulated_workbench(**kwargs):
+    from bokeh.document import Document
+
+    from workbench.ui.app import Workbench
+
+    wb = Workbench("default", "small", "fifo", inline=False, period_ms=200, **kwargs)
+    wb.layout.get_root(Document())
+    return wb
+
+
+def test_the_controls_switch_a_simulated_console_to_the_cluster(cluster, kubeconfig, namespace):
+    wb = _simulated_workbench()
+    state, console, controls = wb.state, wb.console, wb.console.controls
+    try:
+        assert state.simulated and controls.backend_kind.value == "simulated"
+        sim_nodes = sorted(n.name for n in state.layout.nodes)
+        state.advance(3600)
+        console.sync(all_views=True)
+        assert len(console.timeline.source.data["time_h"]) > 0
+        controls.backend_kind.value = "Kubernetes"
+        assert controls.k8s_box.visible and not controls.sim_box.visible
+        controls.kubeconfig.value = str(kubeconfig)
+        # The context picker offers the kubeconfig's contexts, its current one chosen.
+        assert controls.context.options == [CONTEXT, "nowhere"]
+        assert controls.context.value == "nowhere"
+        controls.context.value = CONTEXT
+        controls.namespace.value = namespace
+        controls.k8s_policy.value = "fifo"
+        controls.connect_options = {"clock_speed": SPEED}  # the emulated cluster's fast clock
+        controls.connect.clicks += 1
+        assert not state.simulated, controls.message.object
+        assert controls.message.object.startswith("connected to")
+        assert f"({CONTEXT})" in state.cluster_name and state.connection["namespace"] == namespace
+        # The console now shows the API server's nodes, all GPUs free, and no simulation left.
+        assert sorted(n.name for n in state.layout.nodes) == _node_names(cluster) != sim_nodes
+        console.sync(all_views=True)
+        assert list(console.cluster.gpu_source.data["colour"]) == [FREE_COLOUR] * 16
+        assert "Kubernetes cluster" in console.header.object
+        assert len(console.timeline.source.data["time_h"]) == 0
+        assert not controls.to_end.visible and not controls.speed.visible
+        assert console.what_if.run_button.disabled and controls.play.disabled is False
+        # The clock: the wall clock, and hours since the console connected.
+        assert state.time_origin > 1.6e9 and 0 <= state.hours(state.now) < 0.2
+        assert abs(state.wall_time(state.now) - time.time()) < 5
+        assert "UTC" in controls.clock.object and "since connected" in controls.clock.object
+
+        # Run from the controls: the cluster's jobs are scheduled, and every view's times
+        # are small hours since the console connected (not ~500,000 h since 1970).
+        specs = _jobs("chooser", 2, seed=11)
+        _submit(state, specs)
+        controls.play.value = True
+        assert state.running and controls.play.label == "Pause"
+        names = {j.name for j in specs}
+        _refreshed(state, lambda s: names <= set(s.decisions_frame(include_waits=False)["job"])
+                   and len(s.timeline_frame()) >= 2, "the jobs placed, on the timeline")
+        console.tabs.active = 3  # Timeline
+        console.sync()
+        t = np.asarray(console.timeline.source.data["time_h"], dtype=float)
+        assert len(t) >= 2 and (t >= 0).all() and (t < 1.0).all(), t
+        assert console.timeline.figures[-1].xaxis[0].axis_label == \
+            "hours since the console connected"
+        d = state.decisions_frame(last=1000)
+        assert ((d["time_h"] >= 0) & (d["time_h"] < 1.0)).all(), d["time_h"]
+        assert all(re.fullmatch(r"\d\d:\d\d:\d\d", a) for a in d["at"])  # wall clock too
+        console.tabs.active = 4  # Decisions
+        console.sync()
+        assert (console.decisions.table.value["time_h"] < 1.0).all()
+        _refreshed(state, lambda s: s.jobs["finish_h"].notna().all(),
+                   "a predicted finish for every job")
+        jobs = state.jobs
+        assert all(re.search(r"@ 0\.\d\d h$", a) for a in jobs["last_action"]), jobs["last_action"]
+        assert ((jobs["finish_h"] > 0) & (jobs["finish_h"] < 5)).all(), jobs["finish_h"]
+        console.tabs.active = 2  # Forecasts
+        console.sync()
+        assert 0 <= console.forecasts.now_line.location < 1.0
+        # A switch from the controls: marked at a small hour, reported on the wall clock.
+        controls.candidate.value = "tiresias"
+        assert "No forecast on a real cluster" in controls.preview_text.object
+        controls._apply(None)
+        assert state.policy == "tiresias"
+        assert re.search(r"switched to tiresias at \d\d:\d\d:\d\d UTC", state.message)
+        assert 0 <= state.switches_frame()["time_h"].iloc[-1] < 1.0
+        _refreshed(state, lambda s: s.summary["completed"] == 2, "both jobs to complete",
+                   timeout=90)
+        assert state.scheduler_error == ""
+
+        # Back to a simulation through the controls: the cluster is let go (its watches and
+        # scheduler stopped), the clock starts at the trace's start again.
+        k8s = state.backend
+        controls.backend_kind.value = "simulated"
+        controls.load.clicks += 1
+        assert state.simulated and state.time_origin == 0.0 and not state.running
+        assert k8s._backend._closed
+        console.sync(all_views=True)
+        assert "simulated cluster" in console.header.object and controls.to_end.visible
+        assert not console.what_if.run_button.disabled
+        wb.stop()
+    finally:
+        state.close()
+
+
+def test_the_controls_say_in_one_line_why_they_cannot_connect(cluster, kubeconfig, tmp_path):
+    config = json.loads(kubeconfig.read_text())
+    config["contexts"].append({"name": "broken", "context": {"cluster": "gone", "user": "gone"}})
+    broken = tmp_path / "broken-config"
+    broken.write_text(json.dumps(config))
+    not_yaml = tmp_path / "not-a-kubeconfig"
+    not_yaml.write_text("just: [some, yaml]\n")
+    wb = _simulated_workbench()
+    state, controls = wb.state, wb.console.controls
+    nodes = [n.name for n in state.layout.nodes]
+    try:
+        controls.backend_kind.value = "Kubernetes"
+        cases = [
+            (str(tmp_path / "missing"), None, "no such file"),
+            (str(not_yaml), None, "not a kubeconfig"),
+            (str(broken), "broken", "no usable context 'broken'"),
+            (str(kubeconfig), "nowhere", "cannot reach the API server at https://127.0.0.1:9"),
+        ]
+        for path, context, words in cases:
+            controls.message.object = ""
+            controls.kubeconfig.value = path
+            if context is not None:
+                assert context in controls.context.options
+                controls.context.value = context
+            t0 = time.monotonic()
+            controls.connect.clicks += 1
+            line = controls.message.object
+            assert line.startswith("**Not connected:**") and words in line, line
+            assert "\n" not in line and "Traceback" not in line and len(line) < 400, line
+            assert time.monotonic() - t0 < 20  # a clear line soon, not a watch timing out
+            # Nothing changed: the console stays on its simulation.
+            assert state.simulated and [n.name for n in state.layout.nodes] == nodes
+        # The store says the same to code, as a ConfigError.
+        from workbench.errors import ConfigError
+        with pytest.raises(ConfigError, match="no usable context 'nope'"):
+            state.connect(str(kubeconfig), context="nope")
+        assert state.simulated
+        wb.stop()
+    finally:
+        state.close()
+
+    # A session without the operator token may not even read the server's kubeconfigs.
+    viewer = _simulated_workbench(real_ok=False)
+    try:
+        controls = viewer.console.controls
+        assert controls.may_change and not controls.may_connect  # its own simulation: yes
+        assert controls.kubeconfig.value == "" and controls.connect.disabled
+        assert "needs the access token" in controls.k8s_note.object
+        controls.kubeconfig.value = str(kubeconfig)
+        assert controls.context.options == []
+        controls.context.options = [CONTEXT]  # what a dishonest browser could send
+        controls.context.value = CONTEXT
+        controls.connect.clicks += 1
+        assert "needs the access token" in controls.message.object
+        assert viewer.state.simulated
+        viewer.stop()
+    finally:
+        viewer.state.close()
 
 
 # ---- the served app in a browser ---------------------------------------------------------

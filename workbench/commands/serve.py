@@ -8,7 +8,9 @@ Each browser session gets its own simulation, unless `--shared`: then every sess
 one cluster, as every session does a real one (`--kubeconfig`). Changing a real cluster always
 needs the access token in the URL (`?token=...`, printed at start), and so does changing a
 shared simulation when serving on a non-loopback address (or with `--token`); without it a
-session is read-only. A session's own private simulation is always under its own control.
+session is read-only. A session's own private simulation is always under its own control, but
+connecting it to a Kubernetes cluster from the controls (Backend) needs the token too: one is
+always made, and printed as the operator's URL.
 """
 
 from __future__ import annotations
@@ -63,8 +65,10 @@ def run_serve(args) -> int:
         raise ConfigError(f"--port: expected 1-65535, got {args.port}")
     real = args.kubeconfig is not None or args.kubernetes
     loopback = is_loopback(args.address)
-    # A real cluster always needs the token to be changed; a simulation only off loopback.
-    token = args.token or (secrets.token_urlsafe(18) if real or not loopback else None)
+    # A real cluster always needs the token to be changed (also one connected to from the
+    # controls); a simulation only off loopback or when a token is given.
+    token = args.token or secrets.token_urlsafe(18)
+    sim_token = bool(args.token) or real or not loopback
     if real:
         shared_state = WorkbenchState.from_kubeconfig(args.kubeconfig, args.policy,
                                                       namespace=args.namespace,
@@ -91,12 +95,15 @@ def run_serve(args) -> int:
         shared_state.play()  # on a real cluster this starts the scheduler thread
 
     def session():
-        ok = token_matches(pn.state.session_args, token) if token else True
+        ok = token_matches(pn.state.session_args, token)
         state = shared_state or make_state()
-        locked = session_locked(token=token, given_ok=ok, shared=shared_state is not None,
-                                simulated=state.simulated)
-        wb = Workbench(state=state, locked=locked, inline=False,
+        locked = session_locked(token=token if sim_token else None, given_ok=ok,
+                                shared=shared_state is not None, simulated=state.simulated)
+        wb = Workbench(state=state, locked=locked, real_ok=ok, inline=False,
                        running=args.run and shared_state is None)
+        if shared_state is None:
+            # A session's own store: when the session ends, let go of any cluster it connected to.
+            pn.state.on_session_destroyed(lambda _ctx: state.close())
         return wb.__panel__()
 
     host = "127.0.0.1" if args.address in ("0.0.0.0", "::") else args.address
@@ -108,11 +115,12 @@ def run_serve(args) -> int:
     base = f"http://{shown_host}:{args.port}{prefix}/"
     print(f"{TITLE}: {what}, engine {args.policy}"
           f"{', shared' if shared_state is not None else ''}")
-    if token:
+    if sim_token:
         print(f"  control:   {base}?token={token}")
         print(f"  read-only: {base}")
     else:
         print(f"  open: {base}")
+        print(f"  operator (may connect to Kubernetes from the controls): {base}?token={token}")
     sys.stdout.flush()
     pn.serve(session, port=args.port, address=args.address, show=not args.no_browser,
              title=TITLE, websocket_origin=origins, prefix=prefix, start=True,

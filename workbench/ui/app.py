@@ -56,23 +56,27 @@ def _in_notebook() -> bool:
     return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
 
 
-def _header(state: WorkbenchState) -> pn.pane.HTML:
+def _header_html(state: WorkbenchState) -> str:
     where = "simulated cluster" if state.simulated else "Kubernetes cluster"
-    return pn.pane.HTML(
-        f'<div style="display:flex;align-items:baseline;gap:14px;padding:8px 14px;'
-        f'background:#24384f;color:white;border-radius:4px">'
-        f'<span style="font-size:20px;font-weight:600">{TITLE}</span>'
-        f'<span style="font-size:13px;opacity:.85">{where} · deep-learning training jobs</span>'
-        f"</div>", sizing_mode="stretch_width", margin=(5, 10))
+    return (f'<div style="display:flex;align-items:baseline;gap:14px;padding:8px 14px;'
+            f'background:#24384f;color:white;border-radius:4px">'
+            f'<span style="font-size:20px;font-weight:600">{TITLE}</span>'
+            f'<span style="font-size:13px;opacity:.85">{where} · deep-learning training jobs'
+            f"</span></div>")
+
+
+def _header(state: WorkbenchState) -> pn.pane.HTML:
+    return pn.pane.HTML(_header_html(state), sizing_mode="stretch_width", margin=(5, 10))
 
 
 class Console:
     """One rendering of the app: its own views (and Bokeh models) on a shared store. A Bokeh
     model lives in one document only, so every place the app is shown gets a Console."""
 
-    def __init__(self, state: WorkbenchState, locked: bool = False) -> None:
+    def __init__(self, state: WorkbenchState, locked: bool = False,
+                 real_ok: bool | None = None) -> None:
         s = self.state = state
-        self.controls = ControlsView(s, locked=locked)
+        self.controls = ControlsView(s, locked=locked, real_ok=real_ok)
         self.controls.after_action = self.sync
         self.cluster = ClusterView(s)
         self.jobs = JobsView(s)
@@ -87,8 +91,10 @@ class Console:
             ("Decisions", self.decisions.panel), ("What-if", self.what_if.panel),
             ("Engine", self.engine.panel),
             sizing_mode="stretch_width", dynamic=False)
+        self.header = _header(s)
+        self._kind = s.kind
         self.layout = pn.Column(
-            _header(s),
+            self.header,
             pn.Row(pn.Column(self.controls.panel, width=380), self.tabs,
                    sizing_mode="stretch_width"),
             sizing_mode="stretch_width", min_height=600)
@@ -112,6 +118,9 @@ class Console:
     def sync(self, all_views: bool = False) -> None:
         """Redraw the views whose data moved (in this console's own context): the controls and
         the visible tab, or every view."""
+        if self._kind != self.state.kind:  # the controls moved the store to another backend
+            self._kind = self.state.kind
+            self.header.object = _header_html(self.state)
         views = self.views if all_views else (self.controls, self.tab_views[self.tabs.active])
         for view in views:
             view.sync()
@@ -135,18 +144,21 @@ class Workbench:
 
     Either pass a `state`, or the workload to simulate: `trace` (see `load_trace`), `cluster`
     (a preset or NxG), `policy` (engine name), and any `WorkbenchState` parameter
-    (`speed`, `period_ms`, `controls_locked`, ...). Displaying it again (or `.ipywidget()`)
+    (`speed`, `period_ms`, `controls_locked`, ...). `locked`: the console may watch its
+    cluster but not change it; `real_ok`: it may connect to and change a real (Kubernetes)
+    cluster (default: when not locked). Displaying it again (or `.ipywidget()`)
     adds another console on the same state; all of them follow it."""
 
     def __init__(self, trace: str = "default", cluster: str | None = "default",
                  policy: str = "tiresias", *, state: WorkbenchState | None = None,
                  seed: int = 0, limit: int | None = None, running: bool = False,
-                 inline: bool | None = None, locked: bool = False, **params: Any) -> None:
+                 inline: bool | None = None, locked: bool = False, real_ok: bool | None = None,
+                 **params: Any) -> None:
         load_extension(inline)
         self.state = state or WorkbenchState.from_workload(trace, cluster, policy, seed=seed,
                                                            limit=limit, **params)
-        self.locked = locked
-        self.console = Console(self.state, locked)  # the first; its views are attributes here
+        self.locked, self.real_ok = locked, real_ok
+        self.console = Console(self.state, locked, real_ok)  # the first; its views are attributes here
         self.consoles = [self.console]
         self._shown = False
         if running:
@@ -178,7 +190,7 @@ class Workbench:
             self._shown = True
             console = self.console
         else:
-            console = Console(self.state, self.locked)
+            console = Console(self.state, self.locked, self.real_ok)
             self.consoles.append(console)
         console.start()
         return console

@@ -305,9 +305,11 @@ JOB_COLUMNS = ["job", "app", "state", "workers", "ps", "placement", "progress", 
 
 class JobsTable:
     """Builds the jobs table column by column; remembers placement texts, which change only
-    when a job's placement does (the backend then gives it new placement dicts)."""
+    when a job's placement does (the backend then gives it new placement dicts). Times are
+    hours from `origin` on the backend clock (the store's `time_origin`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, origin: float = 0.0) -> None:
+        self.origin = float(origin)
         self._placement: dict[str, tuple[dict, dict, str]] = {}
         self._static: dict[str, tuple[str, str, float, float]] = {}
         self._fc_source: Any = None
@@ -325,11 +327,13 @@ class JobsTable:
 
     def frame(self, jobs: Iterable[JobStatus], forecasts: Mapping[str, Any],
               last_action: Mapping[str, str]) -> pd.DataFrame:
-        """One row per job; times in hours on the backend clock; NaN where unknown."""
+        """One row per job; times in hours from `origin` on the backend clock; NaN where
+        unknown."""
         jobs = list(jobs)
         if self._fc_source is not forecasts:  # forecasts are recomputed now and then only
             self._fc_source = forecasts
-            self._fc_rows = {name: _forecast_row(f) for name, f in forecasts.items()}
+            self._fc_rows = {name: _forecast_row(f, self.origin)
+                             for name, f in forecasts.items()}
         fc_rows, none = self._fc_rows, _NO_FORECAST
         statics = self._static
         rows = []
@@ -338,11 +342,12 @@ class JobsTable:
             st = statics.get(spec.name)
             if st is None:
                 st = statics[spec.name] = (spec.name, spec.application,
-                                           _hours(spec.deadline), spec.total_work)
+                                           _hours(spec.deadline, self.origin),
+                                           spec.total_work)
             state = j.state
             f = fc_rows.get(st[0], none)
-            finish = j.finish_time / 3600.0 if state.finished and j.finish_time is not None \
-                else f[0]
+            finish = (j.finish_time - self.origin) / 3600.0 \
+                if state.finished and j.finish_time is not None else f[0]
             rows.append((st[0], st[1], state.value, sum(j.workers.values()), sum(j.ps.values()),
                          self.placement_text(j), min(j.progress / st[3], 1.0), j.throughput,
                          finish, f[1], f[2], st[2], f[3], f[4], last_action.get(st[0], ""),
@@ -356,12 +361,14 @@ class JobsTable:
 _NO_FORECAST = (float("nan"),) * 5
 
 
-def _forecast_row(f: Any) -> tuple[float, float, float, float, float]:
+def _forecast_row(f: Any, origin: float = 0.0) -> tuple[float, float, float, float, float]:
     def num(v: Any) -> float:
         return float("nan") if v is None or not math.isfinite(v) else float(v)
 
-    return (num(getattr(f, "finish", None)) / 3600.0, num(getattr(f, "low", None)) / 3600.0,
-            num(getattr(f, "high", None)) / 3600.0, num(getattr(f, "p_meet_deadline", None)),
+    return ((num(getattr(f, "finish", None)) - origin) / 3600.0,
+            (num(getattr(f, "low", None)) - origin) / 3600.0,
+            (num(getattr(f, "high", None)) - origin) / 3600.0,
+            num(getattr(f, "p_meet_deadline", None)),
             num(getattr(f, "min_workers_to_meet", None)))
 
 
@@ -370,8 +377,8 @@ def jobs_frame(jobs: Iterable[JobStatus], forecasts: Mapping[str, Any],
     return JobsTable().frame(jobs, forecasts, last_action)
 
 
-def _hours(t: float | None) -> float:
-    return float("nan") if t is None or not math.isfinite(t) else t / 3600.0
+def _hours(t: float | None, origin: float = 0.0) -> float:
+    return float("nan") if t is None or not math.isfinite(t) else (t - origin) / 3600.0
 
 
 def job_sort_key(j: JobStatus) -> tuple:

@@ -11,6 +11,14 @@ once per refresh) and call its methods.
 
 On a real cluster (not the simulator) the controls that change it can be locked
 (`controls_locked`); the methods that would change it then raise `PermissionError`.
+
+    state.connect("~/.kube/config", context="prod", namespace="ml")   # now a real cluster
+    state.load("default", "small")                                     # and a simulation again
+
+Times: the backend's clock is in seconds; every view shows hours from `time_origin` (see
+`hours`): the trace start (0) on the simulator, the moment the console connected on a real
+cluster (whose clock is Unix time), so a cluster shows hours since then, not since 1970.
+`wall_time` turns a real cluster's clock into Unix time for a wall-clock display.
 """
 
 from __future__ import annotations
@@ -139,8 +147,10 @@ class WorkbenchState(param.Parameterized):
         self.workload = workload
         self.cluster_name = cluster
         self.perf = getattr(backend, "perf", None)
+        self.connection: dict[str, str] = {}  # a real cluster's kubeconfig, context, namespace
+        self.time_origin = _time_origin(backend)
         self._forecaster = JobForecaster(self.perf)
-        self._jobs_table = JobsTable()
+        self._jobs_table = JobsTable(origin=self.time_origin)
         self._forecasts: dict[str, Any] = {}
         self._forecast_version = -1
         self._forecast_every = 1  # refreshes a forecast may lag behind (more when it is slow)
@@ -172,13 +182,25 @@ class WorkbenchState(param.Parameterized):
         `context` (default: its current one), scheduled by `policy` once `play()` is called;
         nothing is touched before. `clock_speed`: the backend clock's speed-up (to match an
         emulated cluster's fast clock)."""
-        from ..k8s.backend import K8sBackend
+        from ..k8s.backend import K8sBackend, load_api_client
 
-        backend = K8sBackend(kubeconfig=kubeconfig, namespace=namespace, serve=True,
-                             context=context, speed=clock_speed)
+        api_client = load_api_client(kubeconfig, pool_size=24, context=context)
+        _probe(api_client, context)  # one quick, clear error when it is not there
+        try:
+            backend = K8sBackend(api_client, namespace=namespace, serve=True, speed=clock_speed)
+        except BaseException:
+            api_client.close()
+            raise
         where = str(kubeconfig or "kubeconfig") + (f" ({context})" if context else "")
-        return cls(backend, policy, workload=f"namespace {namespace or 'all'}", cluster=where,
-                   **params)
+        try:
+            state = cls(backend, policy, workload=f"namespace {namespace or 'all'}",
+                        cluster=where, **params)
+        except BaseException:
+            backend.close()
+            raise
+        state.connection = {"kubeconfig": str(kubeconfig or ""), "context": context or "",
+                            "namespace": namespace or ""}
+        return state
 
     @classmethod
     def from_workload(cls, trace: str = "default", cluster: str | None = "default",
@@ -208,22 +230,61 @@ class WorkbenchState(param.Parameterized):
 
     def load(self, trace: str = "default", cluster: str | None = "default",
              policy: str | None = None, **options) -> None:
-        """Start over on a new simulated cluster and workload (the views follow)."""
+        """Start over on a new simulated cluster and workload (the views follow). Leaves a
+        real cluster the store was on (its jobs stay as they are)."""
         self._require_control()
         fresh = WorkbenchState.from_workload(trace, cluster, policy or self.policy, **options)
-        self.running = False
+        self.adopt(fresh, f"loaded {trace} on {cluster}")
+
+    def connect(self, kubeconfig: str | None = None, context: str | None = None,
+                namespace: str | None = None, policy: str | None = None, **options) -> None:
+        """Switch to a real Kubernetes cluster: `kubeconfig`'s `context` (default its current
+        one), jobs in `namespace` (None: every namespace), scheduled by `policy` once played
+        (nothing is touched before). `options` go to `from_kubeconfig` (`clock_speed`). On
+        failure (no such file or context, server unreachable) raises `ConfigError` with one
+        line, and the store stays on its current backend."""
+        self._require_control()
+        fresh = self.prepare_connect(kubeconfig, context, namespace, policy, **options)()
+        self.adopt(fresh)
+
+    def prepare_connect(self, kubeconfig: str | None = None, context: str | None = None,
+                        namespace: str | None = None, policy: str | None = None,
+                        **options) -> Callable[[], WorkbenchState]:
+        """A function that connects and returns a store on the cluster, for `adopt` (it touches
+        nothing of this store, so it may run in a worker thread: connecting can take seconds)."""
+        self._require_control()
+        name = policy or self.policy
+        if name.partition("+")[0] not in available():
+            raise KeyError(f"unknown engine {name!r}; available: {', '.join(available())}")
+
+        def run() -> WorkbenchState:
+            return WorkbenchState.from_kubeconfig(kubeconfig or None, name, context=context or None,
+                                                  namespace=namespace or None, **options)
+
+        return run
+
+    def adopt(self, fresh: WorkbenchState, message: str | None = None) -> None:
+        """Take `fresh`'s backend, controller and derived state (a new simulation or a cluster
+        connected to): the views follow. The backend left behind is closed."""
+        self._require_control()
+        self.close()
+        self._scheduler, self.scheduler_error = None, ""
         self.backend, self.controller = fresh.backend, fresh.controller
         self.workload, self.cluster_name, self.perf = fresh.workload, fresh.cluster_name, fresh.perf
+        self.time_origin, self.connection = fresh.time_origin, fresh.connection
         self._forecaster, self._forecasts = fresh._forecaster, {}
         self._forecast_version, self._jobs_version = -1, -1
         self.layout = fresh.layout
         self._painter, self._jobs_table = fresh._painter, fresh._jobs_table
-        self._finished, self._seen_jobs, self._active_before = [], 0, {}
+        self._listed, self._finished, self._seen_jobs, self._active_before = [], [], 0, {}
         self.engine_history, self.last_action, self._decision_cursor = {}, {}, 0
+        if message is None:
+            message = (f"loaded {fresh.workload} on {fresh.cluster_name}" if fresh.simulated else
+                       f"connected to {fresh.cluster_name}, {fresh.workload}: paused, press Run"
+                       " to schedule its pending jobs")
         self.param.update(policy=self.controller.policy.name, finished=False, preview=None,
-                          candidate=None, what_if_result=None,
-                          message=f"loaded {trace} on {cluster}")
-        self.cluster_state = self.backend.observe()
+                          candidate=None, what_if_result=None, running=False, message=message)
+        self.cluster_state = fresh.cluster_state
         self.layout_version += 1  # views redraw their geometry first, then their data
         self.refresh()
 
@@ -237,6 +298,32 @@ class WorkbenchState(param.Parameterized):
     @property
     def recorder(self):
         return self.controller.recorder
+
+    @property
+    def kind(self) -> str:
+        return "simulated" if self.simulated else "kubernetes"
+
+    def hours(self, t: float | None) -> float:
+        """A time on the backend clock as the views show it: hours from `time_origin`."""
+        if t is None or not math.isfinite(t):
+            return float("nan")
+        return (t - self.time_origin) / 3600.0
+
+    def wall_time(self, t: float) -> float | None:
+        """A real cluster's clock as Unix time (its clock may run faster than the wall's, to
+        match an emulated cluster); None on the simulator."""
+        if self.simulated:
+            return None
+        clock = getattr(self.backend, "clock", None)
+        origin, speed = getattr(clock, "origin", None), getattr(clock, "speed", None)
+        if origin is None or not speed:
+            return t
+        return origin + (t - origin) / speed
+
+    @property
+    def time_label(self) -> str:
+        """The views' time axis."""
+        return "simulated time (h)" if self.simulated else "hours since the console connected"
 
     def _require_control(self) -> None:
         if self.controls_locked:
@@ -352,8 +439,8 @@ class WorkbenchState(param.Parameterized):
         self.controller.switch(make_policy(name))
         self.engine_history = {}
         now = self.backend.now
-        when = f"{now / 3600:.2f} h" if self.simulated else \
-            time.strftime("%H:%M:%S UTC", time.gmtime(now))  # a real cluster: Unix time
+        when = f"{self.hours(now):.2f} h" if self.simulated else \
+            time.strftime("%H:%M:%S UTC", time.gmtime(self.wall_time(now)))
         self.param.update(policy=name, preview=None, candidate=None,
                           message=f"switched to {name} at {when}")
         # Take the switch now so the next round (and the timeline marker) is the new engine's.
@@ -536,7 +623,7 @@ class WorkbenchState(param.Parameterized):
         decisions = self.recorder.decisions
         for d in decisions[self._decision_cursor:]:
             self.last_action[d.job] = (f"{d.action}{'' if d.applied else ' (refused)'}"
-                                       f" @ {d.time / 3600:.2f} h")
+                                       f" @ {self.hours(d.time):.2f} h")
         self._decision_cursor = len(decisions)
 
     def _engine_view(self, now: float) -> dict[str, Any]:
@@ -563,7 +650,7 @@ class WorkbenchState(param.Parameterized):
         up = state.node_up
         total_gpus = float(state.capacity[up, 2].sum())
         return {
-            "now_h": state.now / 3600,
+            "now_h": self.hours(state.now),
             "policy": self.controller.policy.name,
             "gpus_used": float(state.allocated[:, 2].sum()),
             "gpus_total": total_gpus,
@@ -582,14 +669,16 @@ class WorkbenchState(param.Parameterized):
 
     def timeline_frame(self, start: int = 0) -> pd.DataFrame:
         """Timeline samples from index `start` on (the views stream only the new ones)."""
-        rows = [(s.time / 3600, s.policy, s.gpus_allocated / s.gpus_total if s.gpus_total else 0.0,
+        origin = self.time_origin
+        rows = [((s.time - origin) / 3600, s.policy,
+                 s.gpus_allocated / s.gpus_total if s.gpus_total else 0.0,
                  s.cpus_allocated / s.cpus_total if s.cpus_total else 0.0, s.queued, s.running,
                  s.completed, s.deadline_hits, s.deadline_misses, fragmented_share(s))
                 for s in self.recorder.timeline[start:]]
         return pd.DataFrame.from_records(rows, columns=TIMELINE_COLUMNS)
 
     def switches_frame(self) -> pd.DataFrame:
-        return pd.DataFrame([{"time_h": t / 3600, "from": a, "to": b}
+        return pd.DataFrame([{"time_h": self.hours(t), "from": a, "to": b}
                              for t, a, b in self.recorder.switches], columns=["time_h", "from", "to"])
 
     def decisions_frame(self, last: int = 200, job: str | None = None,
@@ -598,14 +687,52 @@ class WorkbenchState(param.Parameterized):
         if not include_waits:
             ds = [d for d in ds if d.action != "Wait"]
         ds = ds[-last:]
-        return pd.DataFrame([{"time_h": d.time / 3600, "policy": d.policy, "action": d.action,
-                              "job": d.job, "applied": d.applied, "reason": d.reason,
-                              "detail": d.detail} for d in reversed(ds)],
-                            columns=["time_h", "policy", "action", "job", "applied", "reason",
-                                     "detail"])
+        columns = ["time_h", "policy", "action", "job", "applied", "reason", "detail"]
+        df = pd.DataFrame([{"time_h": self.hours(d.time), "policy": d.policy, "action": d.action,
+                            "job": d.job, "applied": d.applied, "reason": d.reason,
+                            "detail": d.detail} for d in reversed(ds)], columns=columns)
+        if not self.simulated:  # a real cluster: when, on the wall clock, too
+            df.insert(1, "at", [_clock(self.wall_time(d.time)) for d in reversed(ds)])
+        return df
 
 
 # ---- helpers --------------------------------------------------------------------------------
+
+
+def _time_origin(backend) -> float:
+    """Where the console's hours count from: the trace start (0) on the simulator; on a real
+    cluster, whose clock is Unix time, the moment the console connected (its clock's epoch)."""
+    if hasattr(backend, "fork"):
+        return 0.0
+    origin = getattr(getattr(backend, "clock", None), "origin", None)
+    return float(origin if origin is not None else backend.now)
+
+
+def _clock(unix: float | None) -> str:
+    return "" if unix is None else time.strftime("%H:%M:%S", time.gmtime(unix))
+
+
+def _probe(api_client, context: str | None, timeout: float = 5.0) -> None:
+    """Ask the API server for its version: a clear one-line `ConfigError` now when it cannot
+    be reached or refuses our credentials, rather than a watch that times out later."""
+    from kubernetes.client.exceptions import ApiException
+
+    from ..errors import ConfigError
+    from ..k8s.rest import Rest
+
+    server = getattr(api_client.configuration, "host", "?")
+    where = f"{server}" + (f" (context {context})" if context else "")
+    try:
+        Rest(api_client).request("GET", "/version", timeout=timeout)
+    except ApiException as e:  # it answered: reachable; only unknown credentials stop us here
+        if e.status == 401:
+            api_client.close()
+            raise ConfigError(f"the API server at {where} refused the credentials:"
+                              f" {e.status} {e.reason}") from None
+    except Exception as e:  # noqa: BLE001 - one line, never a traceback
+        api_client.close()
+        reason = str(getattr(e, "reason", "") or e).splitlines()[0][:160]
+        raise ConfigError(f"cannot reach the API server at {where}: {reason}") from None
 
 
 def _short(value: Any, key: str) -> str:

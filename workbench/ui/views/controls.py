@@ -1,16 +1,20 @@
 """Controls: the clock, run/pause/step and speed, the engine (with a forecast of what a
-switch changes, shown before it is applied), and a new simulated cluster or workload.
+switch changes, shown before it is applied), and the backend: a simulated cluster (a preset
+and a trace) or a Kubernetes cluster (a kubeconfig's context and a namespace).
 Widgets only call the store's methods; when the store's controls are locked (a real cluster
 seen without the access token) they are disabled."""
 
 from __future__ import annotations
 
+import os
 import time
+from pathlib import Path
 
 import pandas as pd
 import panel as pn
 
 from ...clusters import PRESETS
+from ...errors import ConfigError
 from ...policies import available
 from ..state import WorkbenchState
 from ._base import View
@@ -27,16 +31,60 @@ def clock_text(seconds: float) -> str:
 
 
 def wall_text(seconds: float) -> str:
-    """A real cluster's clock (Unix seconds) as a date and time."""
+    """Unix seconds as a date and time."""
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
 
 
-class ControlsView(View):
-    """`locked`: this session may watch but not change the cluster (no or a wrong token)."""
+def default_kubeconfig() -> str:
+    """The kubeconfig kubectl would use: $KUBECONFIG's first file, else ~/.kube/config."""
+    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
+    if env:
+        return env
+    home = Path.home() / ".kube" / "config"
+    return str(home) if home.is_file() else ""
 
-    def __init__(self, state: WorkbenchState, locked: bool = False) -> None:
+
+def kubeconfig_contexts(path: str) -> tuple[list[str], str]:
+    """The context names of a kubeconfig file and its current context; `ConfigError` with one
+    line when it cannot be read."""
+    import yaml
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise ConfigError(f"kubeconfig {p}: no such file")
+    try:
+        config = yaml.safe_load(p.read_text())
+    except Exception as e:  # noqa: BLE001 - one line
+        raise ConfigError(f"kubeconfig {p}: not YAML ({str(e).splitlines()[0][:120]})") from None
+    if not isinstance(config, dict) or not isinstance(config.get("contexts"), list):
+        raise ConfigError(f"kubeconfig {p}: not a kubeconfig (no contexts)")
+    names = [c["name"] for c in config["contexts"] if isinstance(c, dict) and c.get("name")]
+    if not names:
+        raise ConfigError(f"kubeconfig {p}: no contexts in it")
+    current = config.get("current-context") or ""
+    return names, current if current in names else names[0]
+
+
+def one_line(e: BaseException) -> str:
+    """An error as the one line the console shows (never a traceback)."""
+    text = (str(e).strip().splitlines() or [""])[0].replace("--kubeconfig ", "kubeconfig ")
+    return text[:300] or type(e).__name__
+
+
+BACKENDS = ("simulated", "Kubernetes")
+
+
+class ControlsView(View):
+    """`locked`: this session may watch but not change the cluster it was given (no or a wrong
+    token). `real_ok`: it may connect to a Kubernetes cluster and change it (it presented the
+    operator token, or nobody asks for one); default: when not locked."""
+
+    def __init__(self, state: WorkbenchState, locked: bool = False,
+                 real_ok: bool | None = None) -> None:
         super().__init__(state)
         self.locked = locked
+        self.real_ok = (not locked) if real_ok is None else bool(real_ok)
+        self.connect_options: dict = {}  # more for `state.connect` (e.g. clock_speed)
         self.after_action = lambda: None  # the shell redraws the views right after an action
         self.preview = None
         self.clock = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
@@ -69,6 +117,10 @@ class ControlsView(View):
         self.apply.on_click(self._apply)
         self.cancel.on_click(lambda e: self._reset_candidate())
 
+        # The backend: a simulation (preset + trace) or a Kubernetes cluster (kubeconfig context).
+        self.backend_kind = pn.widgets.RadioButtonGroup(
+            options=list(BACKENDS), value=BACKENDS[0] if state.simulated else BACKENDS[1],
+            width=290)
         self.cluster = pn.widgets.Select(label="cluster", options=list(PRESETS),
                                          value=state.cluster_name if state.cluster_name in PRESETS
                                          else "default", width=140)
@@ -77,6 +129,28 @@ class ControlsView(View):
                                             width=140)
         self.load = pn.widgets.Button(label="Load", width=80)
         self.load.on_click(self._load)
+        known = dict(state.connection) if self.real_ok else {}
+        self.kubeconfig = pn.widgets.TextInput(
+            label="kubeconfig", value=known.get("kubeconfig") or (
+                default_kubeconfig() if self.real_ok else ""),
+            placeholder="path to a kubeconfig file", width=290)
+        self.context = pn.widgets.Select(label="context", options=[], width=140)
+        self.namespace = pn.widgets.TextInput(label="namespace", value=known.get("namespace", ""),
+                                              placeholder="all namespaces", width=140)
+        self.k8s_policy = pn.widgets.Select(label="engine", options=available(),
+                                            value=state.policy, width=140)
+        self.connect = pn.widgets.Button(label="Connect", color="primary", width=90)
+        self.connect.on_click(self._connect)
+        self.kubeconfig.param.watch(lambda e: self._read_contexts(), "value")
+        self.k8s_note = pn.pane.Markdown("", margin=(0, 10), styles={"color": "#555"})
+        self.sim_box = pn.Column(pn.Row(self.cluster, self.trace), pn.Row(self.new_policy, self.load),
+                                 sizing_mode="stretch_width")
+        self.k8s_box = pn.Column(self.kubeconfig, pn.Row(self.context, self.namespace),
+                                 pn.Row(self.k8s_policy, self.connect), self.k8s_note,
+                                 sizing_mode="stretch_width")
+        self.backend_kind.param.watch(lambda e: self._show_backend_box(), "value")
+        self.backend_card = pn.Card(self.backend_kind, self.sim_box, self.k8s_box,
+                                    title="Backend", collapsed=True, sizing_mode="stretch_width")
         self.lock_note = pn.pane.Alert("", alert_type="warning", visible=False)
         self.message = pn.pane.Markdown("", margin=(0, 10), styles={"color": "#555"})
 
@@ -85,21 +159,27 @@ class ControlsView(View):
             pn.Row(self.play, self.step, self.to_end), self.speed,
             pn.layout.Divider(), self.engine, self.candidate, self.preview_text,
             pn.Row(self.apply, self.cancel), self.preview_table, self.preview_changes,
-            pn.layout.Divider(),
-            pn.Card(pn.Row(self.cluster, self.trace), pn.Row(self.new_policy, self.load),
-                    title="New simulation", collapsed=True, sizing_mode="stretch_width"),
+            pn.layout.Divider(), self.backend_card,
             self.message, sizing_mode="stretch_width", name="Controls")
-        if not state.simulated:  # a real cluster runs on its own clock and cannot be reloaded
-            self.to_end.visible = self.speed.visible = False
-            self.panel.objects = [o for o in self.panel.objects if not isinstance(o, pn.Card)]
-        self._lock()
+        self._kind = None
+        self._read_contexts(known.get("context") or None, quiet=True)
+        self._show_backend_box()
+        self._follow_backend()
         self.sync()
 
     # ---- actions ----------------------------------------------------------------------------
 
     @property
     def may_change(self) -> bool:
-        return not (self.locked or self.state.controls_locked)
+        """This session may change the cluster the store is on now."""
+        if self.state.controls_locked:
+            return False
+        return not self.locked if self.state.simulated else self.real_ok
+
+    @property
+    def may_connect(self) -> bool:
+        """This session may connect the store to a Kubernetes cluster."""
+        return self.real_ok and self.may_change
 
     def _guard(self, action, *args) -> None:
         """Run a store action that changes the cluster: checked here, on the server, since a
@@ -186,12 +266,91 @@ class ControlsView(View):
         self._guard(self.state.load, self.trace.value.strip() or "default", self.cluster.value,
                     self.new_policy.value)
 
+    def _read_contexts(self, choose: str | None = None, quiet: bool = False) -> None:
+        """Fill the context picker from the kubeconfig file (its current context chosen)."""
+        path = self.kubeconfig.value.strip()
+        if not self.real_ok or not path:
+            self.context.options = []
+            return
+        try:
+            names, current = kubeconfig_contexts(path)
+        except ConfigError as e:
+            self.context.options = []
+            if not quiet:
+                self.message.object = f"**Not connected:** {e}"
+            return
+        self.context.options = names
+        self.context.value = choose if choose in names else current
+
+    async def _connect(self, _event) -> None:
+        """Connect the store to the chosen Kubernetes context (in a worker thread: it may take
+        seconds); any failure is one line in the message, and the store stays as it was."""
+        import asyncio
+
+        if not self.may_connect:
+            self.message.object = ("**Not done:** connecting to a Kubernetes cluster needs the"
+                                   " access token")
+            return
+        path, context = self.kubeconfig.value.strip(), self.context.value or ""
+        if not path:
+            self.message.object = "**Not connected:** give the path of a kubeconfig file"
+            return
+        if not context:
+            self._read_contexts()
+            context = self.context.value or ""
+            if not context:
+                return  # _read_contexts said why
+        where = f"{context} ({path})"
+        self.message.object = f"connecting to {where}…"
+        self.connect.disabled = True
+        try:
+            job = self.state.prepare_connect(path, context, self.namespace.value.strip(),
+                                             self.k8s_policy.value, **self.connect_options)
+            fresh = await asyncio.to_thread(job)
+            try:
+                self.state.adopt(fresh)
+            except BaseException:
+                fresh.close()
+                raise
+        except Exception as e:  # noqa: BLE001 - one clear line, the console carries on
+            self.message.object = f"**Not connected:** {one_line(e)}"
+        finally:
+            self.connect.disabled = not self.may_connect
+        self.after_action()
+
     # ---- presentation ---------------------------------------------------------------------
+
+    def _show_backend_box(self) -> None:
+        k8s = self.backend_kind.value == BACKENDS[1]
+        self.sim_box.visible, self.k8s_box.visible = not k8s, k8s
+
+    def _follow_backend(self) -> None:
+        """Show the controls that fit the backend the store is on (the controls may move it to
+        another): a real cluster runs on its own clock and has no end or speed."""
+        if self._kind == self.state.kind:
+            return
+        self._kind = self.state.kind
+        simulated = self.state.simulated
+        self.to_end.visible = self.speed.visible = simulated
+        self.backend_kind.value = BACKENDS[0] if simulated else BACKENDS[1]
+        if not simulated and self.state.connection:
+            c = self.state.connection
+            if self.real_ok and c.get("kubeconfig") and self.kubeconfig.value != c["kubeconfig"]:
+                self.kubeconfig.value = c["kubeconfig"]
+            if c.get("context") in self.context.options:
+                self.context.value = c["context"]
+        self._reset_candidate()
+        self._lock()
 
     def _lock(self) -> None:
         locked = not self.may_change
-        for w in (self.play, self.step, self.to_end, self.load, self.speed):
+        for w in (self.play, self.step, self.to_end, self.load, self.speed, self.cluster,
+                  self.trace, self.new_policy):
             w.disabled = locked
+        for w in (self.kubeconfig, self.context, self.namespace, self.k8s_policy, self.connect):
+            w.disabled = not self.may_connect
+        self.k8s_note.object = "" if self.may_connect else \
+            "Connecting to a Kubernetes cluster needs the access token."
         self.apply.disabled = locked or self.preview is None
         self.lock_note.visible = locked
         self.lock_note.object = ("**Read-only view.** Changing this cluster needs the access"
@@ -199,6 +358,7 @@ class ControlsView(View):
                                  " `?token=…`).")
 
     def sync(self) -> None:
+        self._follow_backend()
         super().sync()
         if self.play.value != self.state.running:
             self.play.value = self.state.running
@@ -218,7 +378,14 @@ class ControlsView(View):
         deadlines = ""
         if s["deadline_hits"] or s["deadline_misses"]:
             deadlines = f" · deadlines met {s['deadline_hits']}, missed {s['deadline_misses']}"
-        when = clock_text(self.state.now) if self.state.simulated else wall_text(self.state.now)
+        st = self.state
+        if st.simulated:
+            when = clock_text(st.now - st.time_origin)
+        else:  # the wall clock, and the console's hours (its clock may run faster: emulated)
+            speed = getattr(getattr(st.backend, "clock", None), "speed", 1.0) or 1.0
+            fast = f" on the cluster clock (×{speed:g})" if speed != 1.0 else ""
+            when = (f"{wall_text(st.wall_time(st.now))} · {st.hours(st.now):.2f} h{fast}"
+                    " since connected")
         self.clock.object = (
             f"### {when} · {state_word}\n"
             f"**{s['gpus_used']:g}/{s['gpus_total']:g} GPUs** in use on {s['nodes_up']}/{s['nodes']}"
@@ -226,4 +393,6 @@ class ControlsView(View):
             f" · {s['rejected']} rejected · {s['to_arrive']} yet to arrive{deadlines}")
         self.engine.object = (f"**Engine now: {s['policy']}** · simulated cluster"
                               f" *{self.state.cluster_name}*, workload *{self.state.workload}*"
-                              if self.state.simulated else f"**Engine now: {s['policy']}**")
+                              if self.state.simulated else
+                              f"**Engine now: {s['policy']}** · Kubernetes"
+                              f" *{self.state.cluster_name}*, {self.state.workload}")

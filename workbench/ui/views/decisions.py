@@ -19,17 +19,18 @@ class DecisionsView(View):
         self.table = pn.widgets.Tabulator(
             state.decisions_frame(rows, include_waits=False), show_index=False, disabled=True,
             pagination="remote", page_size=20, sizing_mode="stretch_width",
-            layout="fit_data_stretch", titles={"time_h": "time (h)"},
+            layout="fit_data_stretch", titles={"time_h": "time (h)", "at": "at (UTC)"},
             formatters={"time_h": NumberFormatter(format="0.00")}, widths={"reason": 420})
         self.panel = pn.Column(
             pn.Row(pn.pane.Markdown("Every decision, newest first; `policy` is the engine that"
                                     " took it.", margin=(0, 10)), self.show_waits),
             self.table, sizing_mode="stretch_width", name="Decisions")
-        self._count = -1
+        self._count: tuple = ()
         self.sync()
 
     def update(self) -> None:
-        n = len(self.state.recorder.decisions)
+        # The recorder is a new one when the store moved to another backend.
+        n = (id(self.state.recorder), len(self.state.recorder.decisions))
         if n == self._count and self.show_waits.value == self._waits:
             return
         self._count, self._waits = n, self.show_waits.value

@@ -158,7 +158,7 @@ class _Block:
         title = TITLES.get(key, key.replace("_", " "))
         if kind == "bars":
             self.bars = _Bars(f"{title} (now)", name=f"engine_{key}")
-            self.history = _Lines(f"{title} over time", "simulated time (h)")
+            self.history = _Lines(f"{title} over time", state.time_label)
             self.panel = pn.Row(self.bars.panel, self.history.panel, sizing_mode="stretch_width")
         elif kind in ("series", "matrix", "timeseries"):
             self.lines = _Lines(title, "")
@@ -175,7 +175,7 @@ class _Block:
             self.bars.set(value)
             hist = self.state.engine_history.get(self.key, [])
             if hist:
-                t = np.array([h[0] for h in hist]) / 3600
+                t = (np.array([h[0] for h in hist]) - self.state.time_origin) / 3600
                 names = list(dict.fromkeys(k for _, point in hist for k in point))
                 self.history.set(t, {n: np.array([_num(p.get(n)) for _, p in hist]) for n in names})
         elif self.kind == "series":
@@ -188,7 +188,7 @@ class _Block:
             names = _names_for(m.shape[1], view)
             self.lines.set(_x_for(m.shape[0], view), {names[k]: m[:, k] for k in range(m.shape[1])})
         elif self.kind == "timeseries":
-            t = np.array([_num(r["time"]) for r in value]) / 3600
+            t = (np.array([_num(r["time"]) for r in value]) - self.state.time_origin) / 3600
             series: dict[str, np.ndarray] = {}
             for k in value[0]:
                 if k == "time":

@@ -24,7 +24,7 @@ class ForecastView(View):
         self.max_jobs = max_jobs
         self.source = ColumnDataSource(self._data(), name="forecasts")
         fig = figure(height=520, sizing_mode="stretch_width", y_range=FactorRange(),
-                     x_axis_label="simulated time (h)", tools="pan,xwheel_zoom,reset",
+                     x_axis_label=state.time_label, tools="pan,xwheel_zoom,reset",
                      toolbar_location="above")
         bar = fig.hbar(y="job", left="low", right="high", height=0.55, source=self.source,
                        fill_color="colour", fill_alpha=0.35, line_color="colour",
@@ -35,7 +35,8 @@ class ForecastView(View):
         # An invisible point at "now" keeps the present in the auto-ranged view.
         self.now_source = ColumnDataSource({"x": [], "y": []})
         self.now_dot = fig.scatter(x="x", y="y", source=self.now_source, alpha=0)
-        self.now_line = Span(location=state.now / 3600, dimension="height", line_color="#555555",
+        self.now_line = Span(location=state.hours(state.now), dimension="height",
+                             line_color="#555555",
                              line_dash="dashed", line_width=1)
         fig.add_layout(self.now_line)
         fig.add_tools(HoverTool(renderers=[bar], tooltips=[
@@ -85,9 +86,12 @@ class ForecastView(View):
         if self.figure.height != height:
             self.figure.height = height
         self.source.data = data
-        self.now_line.location = self.state.now / 3600
+        now_h = self.state.hours(self.state.now)
+        self.now_line.location = now_h
         first = data["job"][:1]
-        self.now_source.data = {"x": [self.state.now / 3600] * len(first), "y": first}
+        self.now_source.data = {"x": [now_h] * len(first), "y": first}
+        if self.figure.xaxis[0].axis_label != self.state.time_label:  # another backend now
+            self.figure.xaxis[0].axis_label = self.state.time_label
         shown = f"the {self.max_jobs} most at risk of " if self.total > self.max_jobs else ""
         self.note.object = (f"Predicted finish (dot) with its band, deadline (black bar), now"
                             f" (dashed); {shown}{self.total} active jobs with a forecast.")

@@ -62,7 +62,7 @@ class JobsView(View):
                                         show_index=False, disabled=True, height=200,
                                         sizing_mode="stretch_width", layout="fit_data_stretch",
                                         formatters={"time_h": NumberFormatter(format="0.00")},
-                                        titles={"time_h": "time (h)"})
+                                        titles={"time_h": "time (h)", "at": "at (UTC)"})
         self.table.param.watch(self._show_why, "selection")
         self._selected: str | None = None
         self.panel = pn.Column(pn.Row(self.search, self.state_filter), self.table,

@@ -37,7 +37,7 @@ class TimelineView(View):
         queue.step("time_h", "running", source=self.source, color="#2ca02c",
                    legend_label="running", mode="after")
         done = figure(title="completions and deadlines", x_range=util.x_range,
-                      x_axis_label="simulated time (h)", **common)
+                      x_axis_label=state.time_label, **common)
         done.line("time_h", "completed", source=self.source, color="#17becf",
                   legend_label="completed", line_width=2)
         done.line("time_h", "deadline_hits", source=self.source, color="#2ca02c",
@@ -64,6 +64,7 @@ class TimelineView(View):
             self._run_id = id(self.state.controller)
             self._sent = 0
             self.source.data = {c: [] for c in TIMELINE_COLUMNS}
+            self.figures[-1].xaxis[0].axis_label = self.state.time_label  # another backend?
         new = self.state.timeline_frame(self._sent)
         if len(new):
             self.source.stream({c: new[c].to_numpy() for c in TIMELINE_COLUMNS})

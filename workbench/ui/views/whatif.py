@@ -51,12 +51,21 @@ class WhatIfView:
             pn.pane.Bokeh(fig, sizing_mode="stretch_width"), sizing_mode="stretch_width",
             name="What-if")
         self._shown = None
-        if not state.simulated:
-            self.run_button.disabled = True
-            self.status.object = "What-if needs the simulator (it forks the cluster's state)."
+        self._kind = None
+        self._follow_backend()
+
+    def _follow_backend(self) -> None:
+        """Only the simulator can be forked: on a real cluster the button is off."""
+        if self._kind == self.state.kind:
+            return
+        self._kind = self.state.kind
+        self.run_button.disabled = not self.state.simulated
+        self.status.object = "" if self.state.simulated else \
+            "What-if needs the simulator (it forks the cluster's state)."
 
     def sync(self) -> None:
         """Show a result once it is there (this session's or, on a shared store, another's)."""
+        self._follow_backend()
         if self.state.what_if_result is not self._shown:
             self._shown = self.state.what_if_result
             self.show(self._shown)
@@ -67,7 +76,8 @@ class WhatIfView:
         names = list(self.engines.value) or available()
         until = self.state.now + self.horizon.value * 3600 if self.horizon.value else None
         self.run_button.disabled = True
-        self.status.object = f"running {', '.join(names)} from {self.state.now / 3600:.2f} h…"
+        self.status.object = (f"running {', '.join(names)} from"
+                              f" {self.state.hours(self.state.now):.2f} h…")
         try:
             # Forks are taken now, on the app's thread; the runs proceed in a worker thread so
             # the console keeps updating meanwhile.
@@ -95,6 +105,6 @@ class WhatIfView:
             names.append(name)
             colours.append(Category10_10[k % 10])
         self.source.data = {"xs": xs, "ys": ys, "policy": names, "colour": colours}
-        until = "the end" if result.until is None else f"{result.until / 3600:.2f} h"
-        self.status.object = (f"Forked at {result.start / 3600:.2f} h, ran to {until} in"
+        until = "the end" if result.until is None else f"{self.state.hours(result.until):.2f} h"
+        self.status.object = (f"Forked at {self.state.hours(result.start):.2f} h, ran to {until} in"
                               f" {result.seconds:.1f} s.")
