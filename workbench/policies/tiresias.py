@@ -10,6 +10,7 @@ artifact's Tiresias, whose default queue threshold is 3600 x 16 GPU-seconds.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Iterator
 
 from ..model import Action, ClusterState, JobState, JobStatus, Place, Suspend
@@ -36,22 +37,24 @@ class TiresiasPolicy(Policy):
         """The next time a running job crosses into a lower-priority queue."""
         if state is None:
             return None
-        if state is self._wakeup_for:  # the controller asks again while the state is the same
+        if state is self._wakeup_for:  # known from the round that saw this state
             return self._wakeup
-        best = None
+        best = math.inf
         for job in state.iter_placed():
-            # A restarting job starts accruing soon; counting it from now wakes us a little
-            # early at worst, and an early round just re-ranks.
-            if job.state is JobState.HOLDING:
-                continue
-            q = self.queue_of(job)
-            if q < len(self.queue_thresholds):
-                rate = job.spec.worker_demand.gpu * job.num_workers
-                if rate > 0:
-                    t = state.now + (self.queue_thresholds[q] - job.attained_service) / rate
-                    best = t if best is None else min(best, t)
-        self._wakeup_for, self._wakeup = state, best
-        return best
+            if job.state is not JobState.HOLDING:
+                best = min(best, self._crossing(job, job.num_workers, state.now))
+        self._wakeup_for, self._wakeup = state, best if best < math.inf else None
+        return self._wakeup
+
+    def _crossing(self, job: JobStatus, workers: int, now: float) -> float:
+        """When `job`, running on `workers`, enters its next queue (inf: never). A restarting
+        job starts accruing soon; counting it from now wakes us a little early at worst, and
+        an early round just re-ranks."""
+        q = bisect.bisect_right(self.queue_thresholds, job.attained_service)
+        rate = job.spec.worker_demand.gpu * workers
+        if q >= len(self.queue_thresholds) or rate <= 0:
+            return math.inf
+        return now + (self.queue_thresholds[q] - job.attained_service) / rate
 
     def ranked(self, state: ClusterState, skip: set[str]) -> Iterator[JobStatus]:
         """Placed and waiting jobs in 2D-LAS order (queue, arrival, name), lazily: a round
@@ -60,17 +63,18 @@ class TiresiasPolicy(Policy):
         placed = sorted((bisect.bisect_right(thresholds, j.attained_service), j.spec.arrival,
                          j.name, j) for j in state.iter_placed())
         for q in range(len(thresholds) + 1):
-            level = [p[3] for p in placed if p[0] == q]  # in (arrival, name) order
-            i = 0
+            level = [p for p in placed if p[0] == q]  # in (arrival, name) order
+            i, n = 0, len(level)
             for job in state.iter_waiting():  # in arrival order; merged with `level`
                 if job.name in skip or bisect.bisect_right(thresholds, job.attained_service) != q:
                     continue
-                key = (job.spec.arrival, job.name)
-                while i < len(level) and (level[i].spec.arrival, level[i].name) < key:
-                    yield level[i]
+                key = (q, job.spec.arrival, job.name)
+                while i < n and level[i] < key:
+                    yield level[i][3]
                     i += 1
                 yield job
-            yield from level[i:]
+            for p in level[i:]:
+                yield p[3]
 
     def schedule(self, state: ClusterState) -> list[Action]:
         actions = self._arrivals.reject(state)
@@ -78,13 +82,16 @@ class TiresiasPolicy(Policy):
         capacity = float(state.capacity[state.node_up, 2].sum())
         chosen: list[JobStatus] = []
         used = 0.0
+        wakeup = math.inf  # the next queue crossing among the jobs that will hold GPUs
         for job in self.ranked(state, rejected):
             need = job.spec.worker_demand.gpu * job.spec.initial_workers
             if used + need <= capacity + 1e-9:
                 chosen.append(job)
                 used += need
+                wakeup = min(wakeup, self._crossing(job, job.spec.initial_workers, state.now))
             if used >= capacity - 1e-9:
                 break
+        self._wakeup_for, self._wakeup = state, wakeup if wakeup < math.inf else None
         chosen_names = {j.name for j in chosen}
         ledger = self.ledger(state)
         for job in state.iter_placed():

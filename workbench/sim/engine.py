@@ -168,8 +168,20 @@ class SimBackend:
             self._push(self._faults, fault.time + fault.duration, "recover", fault.node)
 
     def observe(self) -> ClusterState:
+        # Progress and service up to now, inlined: this runs for every running job each round.
+        # Checkpoints need no update here: the rate is unchanged since the last full `_sync`,
+        # which every rate change, failure and reshape does first, so they are exact there.
+        now, synced = self._now, self._progress_time
         for job in self._running.values():
-            self._sync(job)
+            dt = now - synced[job.name]
+            if dt > 0:
+                spec = job.spec
+                job.progress = min(job.progress + job.throughput * dt, spec.total_work)
+                job.executed_time += dt
+                job.attained_service += dt * spec.worker_demand.gpu * job.target_workers
+                synced[job.name] = now
+                if self.history_interval is not None:
+                    self._record_history(job)
         return self.observe_placements()
 
     def observe_placements(self) -> ClusterState:
@@ -406,25 +418,24 @@ class SimBackend:
             return
         now = self._now
         dt = now - self._progress_time[job.name]
-        if dt <= 0:
-            return
-        spec = job.spec
         rate = job.throughput
-        job.progress = min(job.progress + rate * dt, spec.total_work)
-        job.executed_time += dt
-        # A running job has exactly its target workers (checked by the invariant tests).
-        job.attained_service += dt * spec.worker_demand.gpu * job.target_workers
-        self._progress_time[job.name] = now
+        if dt > 0:
+            spec = job.spec
+            job.progress = min(job.progress + rate * dt, spec.total_work)
+            job.executed_time += dt
+            # A running job has exactly its target workers (checked by the invariant tests).
+            job.attained_service += dt * spec.worker_demand.gpu * job.target_workers
+            self._progress_time[job.name] = now
+            if self.history_interval is not None:
+                self._record_history(job)
         interval = self.checkpoint_interval
-        if interval > 0:
+        if interval > 0:  # also when `observe` brought progress up to now already
             start = now if job.last_start is None else job.last_start
             if now - start >= interval:
                 # Checkpoints are taken every interval of training since the last start.
                 at = start + (now - start) // interval * interval
                 saved = self._checkpoint.get(job.name, 0.0)
                 self._checkpoint[job.name] = max(saved, job.progress - rate * (now - at))
-        if self.history_interval is not None:
-            self._record_history(job)
 
     def _record_history(self, job: JobStatus, force: bool = False) -> None:
         if self.history_interval is None:
