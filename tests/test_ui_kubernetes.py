@@ -344,6 +344,7 @@ def test_the_controls_switch_a_simulated_console_to_the_cluster(cluster, kubecon
         assert sorted(n.name for n in state.layout.nodes) == _node_names(cluster) != sim_nodes
         console.sync(all_views=True)
         assert list(console.cluster.gpu_source.data["colour"]) == [FREE_COLOUR] * 16
+        assert sorted(set(console.cluster.gpu_source.data["node"])) == _node_names(cluster)
         assert "Kubernetes cluster" in console.header.object
         assert len(console.timeline.source.data["time_h"]) == 0
         assert not controls.to_end.visible and not controls.speed.visible
@@ -503,6 +504,7 @@ def _served(*args: str):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        print("workbench serve said:", proc.stdout.read()[-6000:])  # shown when a test fails
 
 
 class _Page:
@@ -606,6 +608,71 @@ def test_served_console_on_the_cluster_is_read_only_without_the_token(
             assert viewer.errors == []
         finally:
             viewer.page.close()
+            browser.close()
+
+
+@pytest.mark.ui
+def test_served_simulation_connects_to_the_cluster_from_the_controls_with_the_token(
+        cluster, kubeconfig, namespace, tmp_path):
+    """The served app on a simulation: the operator (with the token) picks Kubernetes in the
+    Backend card, a context of the kubeconfig, and connects; a wrong choice is one line; a
+    session without the token cannot connect at all."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    if not Path(CHROMIUM).exists():
+        pytest.skip("needs Debian's chromium (apt-get install chromium)")
+    shots = Path(os.environ.get("WORKBENCH_SCREENSHOTS") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    with _served("--cluster", "small", "--policy", "fifo", "--address", "127.0.0.1",
+                 "--token", "s3cret") as url, playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        viewer = _Page(browser, url)
+        try:
+            assert len(viewer.cells()) == 16  # "small": its own simulation, 4 × 4 GPUs
+            viewer.page.locator(".card-header", has_text="Backend").first.click()
+            viewer.button("Kubernetes").click()
+            viewer.page.wait_for_selector("text=Connecting to a Kubernetes cluster needs the"
+                                          " access token", timeout=30_000)
+            assert viewer.button("Connect").is_disabled()
+            assert viewer.errors == []
+        finally:
+            viewer.page.close()
+        operator = _Page(browser, url + "?token=s3cret")
+        page = operator.page
+        try:
+            assert operator.page.locator("text=simulated cluster").count() >= 1
+            page.locator(".card-header", has_text="Backend").first.click()
+            operator.button("Kubernetes").click()
+            page.get_by_label("kubeconfig").fill(str(kubeconfig))
+            page.get_by_label("kubeconfig").press("Enter")
+            picker = page.get_by_label("context")
+            _until("the kubeconfig's contexts in the picker", lambda: picker.locator(
+                "option").all_inner_texts() == [CONTEXT, "nowhere"], timeout=30)
+            # The kubeconfig's current context leads nowhere: one line says so.
+            picker.select_option("nowhere")
+            operator.button("Connect").click()
+            page.wait_for_selector("text=Not connected", timeout=30_000)
+            line = page.locator("p", has_text="Not connected").first.inner_text()
+            assert "cannot reach the API server at https://127.0.0.1:9" in line
+            assert "Traceback" not in page.content()
+            assert len(operator.cells()) == 16 and page.locator(
+                "text=Kubernetes cluster").count() == 0
+            picker.select_option(CONTEXT)
+            page.get_by_label("namespace").fill(namespace)
+            page.get_by_label("namespace").press("Enter")
+            operator.button("Connect").click()
+            page.wait_for_selector("text=Kubernetes cluster", timeout=60_000)
+            _until("the cluster's nodes drawn", lambda: operator.cells() == [FREE_COLOUR] * 16)
+            page.wait_for_selector("text=since connected", timeout=30_000)
+            page.wait_for_selector(f"text=connected to {kubeconfig} ({CONTEXT})", timeout=30_000)
+            # The cells stand for the API server's nodes.
+            _until("the cluster's node names on the cells", lambda: sorted(operator.js(
+                "() => Array.from(new Set(Bokeh.documents[0].get_model_by_name('gpu_cells')"
+                ".data['node']))")) == _node_names(cluster), timeout=30)
+            page.screenshot(path=str(shots / "ui-k8s-connected-from-controls.png"),
+                            full_page=True)
+            assert operator.errors == []
+        finally:
+            page.close()
             browser.close()
 
 

@@ -42,8 +42,8 @@ class ClusterView(View):
 
     def sync(self) -> None:
         if self._layout_seen != self.state.layout_version:  # a new cluster was loaded
+            self._set_geometry(self.state.layout)  # (seen only once drawn: retried if it fails)
             self._layout_seen = self.state.layout_version
-            self._set_geometry(self.state.layout)
             self._seen = -1
         super().sync()
 

@@ -316,7 +316,13 @@ class ControlsView(View):
             self.message.object = f"**Not connected:** {one_line(e)}"
         finally:
             self.connect.disabled = not self.may_connect
-        self.after_action()
+        # After an await a served session no longer holds its document's lock, which changing
+        # the views' Bokeh sources needs: redraw on the session's next tick, which holds it.
+        doc = pn.state.curdoc
+        if doc is not None and doc.session_context is not None:
+            doc.add_next_tick_callback(self.after_action)
+        else:
+            self.after_action()
 
     # ---- presentation ---------------------------------------------------------------------
 
