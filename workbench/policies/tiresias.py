@@ -56,9 +56,10 @@ class TiresiasPolicy(Policy):
             return math.inf
         return now + (self.queue_thresholds[q] - job.attained_service) / rate
 
-    def ranked(self, state: ClusterState, skip: set[str]) -> Iterator[JobStatus]:
+    def ranked(self, state: ClusterState, skip: set[str]) -> Iterator[list[JobStatus]]:
         """Placed and waiting jobs in 2D-LAS order (queue, arrival, name), lazily: a round
-        walks only as far as the GPUs go, not the whole of a long queue."""
+        walks only as far as the GPUs go, not the whole of a long queue. Yields runs of
+        consecutive jobs (placed ones come in runs, so a round handles them in bulk)."""
         thresholds = self.queue_thresholds
         placed = sorted((bisect.bisect_right(thresholds, j.attained_service), j.spec.arrival,
                          j.name, j) for j in state.iter_placed())
@@ -69,12 +70,14 @@ class TiresiasPolicy(Policy):
                 if job.name in skip or bisect.bisect_right(thresholds, job.attained_service) != q:
                     continue
                 key = (q, job.spec.arrival, job.name)
+                start = i
                 while i < n and level[i] < key:
-                    yield level[i][3]
                     i += 1
-                yield job
-            for p in level[i:]:
-                yield p[3]
+                if i > start:
+                    yield [p[3] for p in level[start:i]]
+                yield [job]
+            if i < n:
+                yield [p[3] for p in level[i:]]
 
     def schedule(self, state: ClusterState) -> list[Action]:
         actions = self._arrivals.reject(state)
@@ -82,15 +85,22 @@ class TiresiasPolicy(Policy):
         capacity = float(state.capacity[state.node_up, 2].sum())
         chosen: list[JobStatus] = []
         used = 0.0
-        wakeup = math.inf  # the next queue crossing among the jobs that will hold GPUs
-        for job in self.ranked(state, rejected):
-            need = job.spec.worker_demand.gpu * job.spec.initial_workers
-            if used + need <= capacity + 1e-9:
-                chosen.append(job)
-                used += need
-                wakeup = min(wakeup, self._crossing(job, job.spec.initial_workers, state.now))
+        now = state.now
+        for run in self.ranked(state, rejected):
+            needs = [j.spec.worker_demand.gpu * j.spec.initial_workers for j in run]
+            if used + sum(needs) <= capacity + 1e-9:  # the whole run fits (typical: placed jobs)
+                chosen += run
+                used += sum(needs)
+            else:
+                for job, need in zip(run, needs):
+                    if used + need <= capacity + 1e-9:
+                        chosen.append(job)
+                        used += need
             if used >= capacity - 1e-9:
                 break
+        # The next queue crossing among the jobs that will hold GPUs.
+        wakeup = min((self._crossing(j, j.spec.initial_workers, now) for j in chosen),
+                     default=math.inf)
         self._wakeup_for, self._wakeup = state, wakeup if wakeup < math.inf else None
         chosen_names = {j.name for j in chosen}
         ledger = self.ledger(state)
