@@ -58,16 +58,21 @@ class NewArrivalCheck:
     def __init__(self) -> None:
         self._signature: tuple | None = None
         self._since = -math.inf
+        self.checked: list[JobStatus] = []  # the waiting jobs looked at in the last round
+        self.everything = True  # whether that was every waiting job (first round, new shape)
 
     def reject(self, state: ClusterState) -> list[Action]:
         signature = cluster_signature(state)
-        since = self._since if signature == self._signature else -math.inf
+        self.everything = signature != self._signature
+        since = -math.inf if self.everything else self._since
         latest = since
         actions: list[Action] = []
+        self.checked = []
         for job in reversed(list_or_view(state.iter_waiting())):  # newest arrivals first
             if job.spec.arrival < since:
                 break
             latest = max(latest, job.spec.arrival)
+            self.checked.append(job)
             if (why := impossible(state, job, signature)) is not None:
                 actions.append(Reject(job.name, why))
         self._signature, self._since = signature, latest

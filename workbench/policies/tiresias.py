@@ -17,6 +17,8 @@ from ..model import Action, ClusterState, JobState, JobStatus, Place, Suspend
 from .base import Policy, register
 from .common import NewArrivalCheck, wait_reason
 
+_WAITING = (JobState.PENDING, JobState.HOLDING)
+
 
 @register("tiresias")
 class TiresiasPolicy(Policy):
@@ -29,6 +31,7 @@ class TiresiasPolicy(Policy):
         self._arrivals = NewArrivalCheck()
         self._wakeup_for: ClusterState | None = None
         self._wakeup: float | None = None
+        self._waiting0: dict[str, JobStatus] = {}  # see _first_queue_waiting
 
     def queue_of(self, job: JobStatus) -> int:
         return bisect.bisect_right(self.queue_thresholds, job.attained_service)
@@ -66,7 +69,8 @@ class TiresiasPolicy(Policy):
         for q in range(len(thresholds) + 1):
             level = [p for p in placed if p[0] == q]  # in (arrival, name) order
             i, n = 0, len(level)
-            for job in state.iter_waiting():  # in arrival order; merged with `level`
+            waiting = self._first_queue_waiting(skip) if q == 0 else state.iter_waiting()
+            for job in waiting:  # in arrival order; merged with `level`
                 if job.name in skip or bisect.bisect_right(thresholds, job.attained_service) != q:
                     continue
                 key = (q, job.spec.arrival, job.name)
@@ -78,6 +82,22 @@ class TiresiasPolicy(Policy):
                 yield [job]
             if i < n:
                 yield [p[3] for p in level[i:]]
+
+    def _first_queue_waiting(self, skip: set[str]) -> list[JobStatus]:
+        """The waiting jobs of the first queue, in arrival order, without walking a long queue
+        of jobs that have had their service: arrivals since the last round, plus the first-queue
+        jobs this engine preempted, plus those still waiting from before (everything again
+        when the cluster's shape changes, so jobs a failure sent back are seen)."""
+        if self._arrivals.everything:
+            self._waiting0 = {}
+        first = self.queue_thresholds[0] if self.queue_thresholds else math.inf
+        for job in self._arrivals.checked:
+            if job.attained_service < first:
+                self._waiting0[job.name] = job
+        live = [j for j in self._waiting0.values() if j.state in _WAITING and j.name not in skip
+                and j.attained_service < first]
+        self._waiting0 = {j.name: j for j in live}
+        return sorted(live, key=lambda j: (j.spec.arrival, j.name))
 
     def schedule(self, state: ClusterState) -> list[Action]:
         actions = self._arrivals.reject(state)
@@ -108,6 +128,8 @@ class TiresiasPolicy(Policy):
             if job.name not in chosen_names:
                 ledger.give_back(job.workers, job.spec.worker_demand)
                 ledger.give_back(job.ps, job.spec.ps_demand)
+                if self.queue_of(job) == 0:
+                    self._waiting0[job.name] = job  # back in the first queue's waiting line
                 actions.append(Suspend(job.name, f"preempted: queue {self.queue_of(job)} after"
                                        f" {job.attained_service / 3600:.1f} GPU-hours; higher"
                                        " priority jobs need the GPUs"))
