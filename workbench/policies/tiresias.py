@@ -10,6 +10,7 @@ artifact's Tiresias, whose default queue threshold is 3600 x 16 GPU-seconds.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Iterator
 
@@ -32,6 +33,7 @@ class TiresiasPolicy(Policy):
         self._wakeup_for: ClusterState | None = None
         self._wakeup: float | None = None
         self._waiting0: dict[str, JobStatus] = {}  # see _first_queue_waiting
+        self._held: list[JobStatus] = []  # jobs holding GPUs during or after the last round
 
     def queue_of(self, job: JobStatus) -> int:
         return bisect.bisect_right(self.queue_thresholds, job.attained_service)
@@ -85,14 +87,15 @@ class TiresiasPolicy(Policy):
 
     def _first_queue_waiting(self, skip: set[str]) -> list[JobStatus]:
         """The waiting jobs of the first queue, in arrival order, without walking a long queue
-        of jobs that have had their service: arrivals since the last round, plus the first-queue
-        jobs this engine preempted, plus those still waiting from before (everything again
-        when the cluster's shape changes, so jobs a failure sent back are seen)."""
+        of jobs that have had their service: arrivals since the last round, plus the jobs that
+        held GPUs after the last round and wait again (preempted here, or sent back by a node
+        failure), plus those still waiting from before; everything on the first round and
+        when the cluster's shape changes."""
         if self._arrivals.everything:
             self._waiting0 = {}
         first = self.queue_thresholds[0] if self.queue_thresholds else math.inf
-        for job in self._arrivals.checked:
-            if job.attained_service < first:
+        for job in itertools.chain(self._arrivals.checked, self._held):
+            if job.attained_service < first and job.state in _WAITING:
                 self._waiting0[job.name] = job
         live = [j for j in self._waiting0.values() if j.state in _WAITING and j.name not in skip
                 and j.attained_service < first]
@@ -123,13 +126,12 @@ class TiresiasPolicy(Policy):
                      default=math.inf)
         self._wakeup_for, self._wakeup = state, wakeup if wakeup < math.inf else None
         chosen_names = {j.name for j in chosen}
+        self._held = chosen + list(state.iter_placed())  # preempted ones wait again next round
         ledger = self.ledger(state)
         for job in state.iter_placed():
             if job.name not in chosen_names:
                 ledger.give_back(job.workers, job.spec.worker_demand)
                 ledger.give_back(job.ps, job.spec.ps_demand)
-                if self.queue_of(job) == 0:
-                    self._waiting0[job.name] = job  # back in the first queue's waiting line
                 actions.append(Suspend(job.name, f"preempted: queue {self.queue_of(job)} after"
                                        f" {job.attained_service / 3600:.1f} GPU-hours; higher"
                                        " priority jobs need the GPUs"))
