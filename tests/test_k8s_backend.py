@@ -10,16 +10,17 @@ SPEED times faster than real time, and so does the backend's, so jobs take secon
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import time
 import uuid
 
 import pytest
+from k8s_helpers import need_binaries as _need_binaries
+from k8s_helpers import until as _until
 
 from workbench.control import Controller
 from workbench.k8s import labels
-from workbench.k8s.controlplane import LocalCluster, find_binaries
+from workbench.k8s.controlplane import LocalCluster
 from workbench.model import JobSpec, JobState, Place, Resources
 from workbench.perf import default_perf
 from workbench.policies import available, make_policy
@@ -31,33 +32,12 @@ WORK_S = 90.0  # emulated seconds of training per job at its initial placement
 PERF = default_perf()
 
 
-def _need_binaries() -> None:
-    missing = [k for k, v in find_binaries().items() if v is None]
-    if missing:
-        msg = f"no {', '.join(missing)}: run .ci/k8s-setup (workbench cluster build)"
-        if os.environ.get("WORKBENCH_REQUIRE_K8S") == "1" or \
-                os.environ.get("WORKBENCH_REQUIRE_ALL") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
-
-
 @pytest.fixture(scope="module")
 def cluster():
     _need_binaries()
     with LocalCluster(nodes=4, gpus_per_node=4, cpus=48, mem=192, racks=2, speed=SPEED,
                       api_qps=200) as c:
         yield c
-
-
-def _until(what: str, check, timeout: float = 30.0, every: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(every)
 
 
 @pytest.fixture

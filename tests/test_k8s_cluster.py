@@ -10,40 +10,21 @@ WORKBENCH_REQUIRE_K8S=1.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 
 import pytest
+from k8s_helpers import need_binaries as _need_binaries
+from k8s_helpers import until as _until
 
 from workbench.k8s import labels
-from workbench.k8s.controlplane import LocalCluster, _proc_start, down, find_binaries, up
+from workbench.k8s.controlplane import LocalCluster, _proc_start, down, up
 from workbench.k8s.emulator import _gang_size, job_spec_from_pods, node_from_k8s, node_manifest
 from workbench.k8s.quantity import parse_quantity
 from workbench.model import JobKind, Node
 
 SPEED = 50.0
-
-
-def _need_binaries() -> None:
-    missing = [k for k, v in find_binaries().items() if v is None]
-    if missing:
-        msg = f"no {', '.join(missing)}: run .ci/k8s-setup (workbench cluster build)"
-        if os.environ.get("WORKBENCH_REQUIRE_K8S") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
-
-
-def _until(what: str, check, timeout: float = 30.0, every: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(every)
 
 
 @pytest.fixture(scope="module")

@@ -25,8 +25,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from k8s_helpers import need_binaries as _need_binaries
+from k8s_helpers import until
 
-from workbench.k8s.controlplane import LocalCluster, find_binaries
+from workbench.k8s.controlplane import LocalCluster
 from workbench.model import JobSpec
 from workbench.perf import default_perf
 from workbench.traces import synthetic_workload
@@ -45,25 +47,8 @@ HARMLESS = ("GL Driver Message", "WebGL", "favicon.ico")
 PERF = default_perf()
 
 
-def _need_binaries() -> None:
-    missing = [k for k, v in find_binaries().items() if v is None]
-    if missing:
-        msg = f"no {', '.join(missing)}: run .ci/k8s-setup (workbench cluster build)"
-        if os.environ.get("WORKBENCH_REQUIRE_K8S") == "1" or \
-                os.environ.get("WORKBENCH_REQUIRE_ALL") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
-
-
 def _until(what: str, check, timeout: float = 60.0, every: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(every)
+    return until(what, check, timeout, every)  # a cluster behind a browser answers slower
 
 
 @pytest.fixture(scope="module")
@@ -719,3 +704,4 @@ def test_kubernetes_console_notebook_runs_on_a_cluster(cluster, kubeconfig, name
     assert "closed: 5 jobs deleted" in text
     _until("the notebook's Jobs deleted", lambda: not cluster.rest.get(
         f"/apis/batch/v1/namespaces/{namespace}/jobs")["items"])
+
