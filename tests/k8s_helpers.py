@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+import uuid
 
 import pytest
 
@@ -31,3 +33,31 @@ def until(what: str, check, timeout: float = 30.0, every: float = 0.1):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
         time.sleep(every)
+
+
+def exists(rest, path: str) -> bool:
+    try:
+        rest.get(path)
+        return True
+    except Exception:  # noqa: BLE001 - any answer but a found object
+        return False
+
+
+@contextlib.contextmanager
+def fresh_namespace(rest, prefix: str, timeout: float = 30.0):
+    """A new namespace (with its default service account), emptied of Jobs and Pods after."""
+    ns = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    rest.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                     "metadata": {"name": ns}})
+    until("the default service account",
+          lambda: exists(rest, f"/api/v1/namespaces/{ns}/serviceaccounts/default"), timeout)
+    yield ns
+    for job in rest.get(f"/apis/batch/v1/namespaces/{ns}/jobs")["items"]:
+        with contextlib.suppress(Exception):  # already gone
+            rest.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/{job['metadata']['name']}",
+                         {"kind": "DeleteOptions", "apiVersion": "v1",
+                          "propagationPolicy": "Background"})
+    for pod in rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]:
+        with contextlib.suppress(Exception):  # already gone
+            rest.delete(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}",
+                        grace_period_seconds=0)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-import uuid
 
 import pytest
+from k8s_helpers import fresh_namespace
 from k8s_helpers import need_binaries as _need_binaries
 from k8s_helpers import until as _until
 
@@ -43,29 +43,8 @@ def cluster():
 @pytest.fixture
 def namespace(cluster):
     """A fresh namespace (with its default service account); emptied afterwards."""
-    rest = cluster.rest
-    ns = f"t-{uuid.uuid4().hex[:8]}"
-    rest.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                     "metadata": {"name": ns}})
-    _until("default service account", lambda: _exists(
-        rest, f"/api/v1/namespaces/{ns}/serviceaccounts/default"))
-    yield ns
-    for job in rest.get(f"/apis/batch/v1/namespaces/{ns}/jobs")["items"]:
-        rest.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/{job['metadata']['name']}",
-                     {"kind": "DeleteOptions", "apiVersion": "v1",
-                      "propagationPolicy": "Background"})
-    for pod in rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]:
-        with contextlib.suppress(Exception):  # already gone
-            rest.delete(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}",
-                        grace_period_seconds=0)
-
-
-def _exists(rest, path: str) -> bool:
-    try:
-        rest.get(path)
-        return True
-    except Exception:  # noqa: BLE001
-        return False
+    with fresh_namespace(cluster.rest, "t") as ns:
+        yield ns
 
 
 def _backend(cluster, namespace: str, **kw):

@@ -20,13 +20,12 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
 import pytest
+from k8s_helpers import fresh_namespace, until
 from k8s_helpers import need_binaries as _need_binaries
-from k8s_helpers import until
 
 from workbench.k8s.controlplane import LocalCluster
 from workbench.model import JobSpec
@@ -77,31 +76,9 @@ def kubeconfig(cluster, tmp_path_factory) -> Path:
 
 @pytest.fixture
 def namespace(cluster):
-    rest = cluster.rest
-    ns = f"ui-{uuid.uuid4().hex[:8]}"
-    rest.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                     "metadata": {"name": ns}})
-    _until("the default service account", lambda: _exists(
-        rest, f"/api/v1/namespaces/{ns}/serviceaccounts/default"))
-    yield ns
-    for job in rest.get(f"/apis/batch/v1/namespaces/{ns}/jobs")["items"]:
-        with contextlib.suppress(Exception):
-            rest.request("DELETE", f"/apis/batch/v1/namespaces/{ns}/jobs/"
-                         f"{job['metadata']['name']}",
-                         {"kind": "DeleteOptions", "apiVersion": "v1",
-                          "propagationPolicy": "Background"})
-    for pod in rest.get(f"/api/v1/namespaces/{ns}/pods")["items"]:
-        with contextlib.suppress(Exception):
-            rest.delete(f"/api/v1/namespaces/{ns}/pods/{pod['metadata']['name']}",
-                        grace_period_seconds=0)
-
-
-def _exists(rest, path: str) -> bool:
-    try:
-        rest.get(path)
-        return True
-    except Exception:  # noqa: BLE001
-        return False
+    """A fresh namespace (with its default service account); emptied afterwards."""
+    with fresh_namespace(cluster.rest, "ui", timeout=60.0) as ns:
+        yield ns
 
 
 def _jobs(prefix: str, n: int, seed: int = 1, work_s: float = WORK_S) -> list[JobSpec]:

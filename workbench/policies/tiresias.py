@@ -111,9 +111,10 @@ class TiresiasPolicy(Policy):
         now = state.now
         for run in self.ranked(state, rejected):
             needs = [j.spec.worker_demand.gpu * j.spec.initial_workers for j in run]
-            if used + sum(needs) <= capacity + 1e-9:  # the whole run fits (typical: placed jobs)
+            whole = sum(needs)
+            if used + whole <= capacity + 1e-9:  # the whole run fits (typical: placed jobs)
                 chosen += run
-                used += sum(needs)
+                used += whole
             else:
                 for job, need in zip(run, needs):
                     if used + need <= capacity + 1e-9:
