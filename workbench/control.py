@@ -138,6 +138,7 @@ class Controller:
             self._pending_switch = None
             if new is not self.policy:
                 self.recorder.switches.append((self.backend.now, self.policy.name, new.name))
+                new.forget_cluster()
                 self.policy = new
                 self._force_round = True
 
@@ -207,13 +208,13 @@ class Controller:
         self._take_switch()
         policy = self.policy  # the round is this engine's, even if a switch lands meanwhile
         t0 = time.perf_counter()
-        state = self._observe(policy)
+        state = self.backend.observe()
         actions: list[Action] = policy.schedule(state)
         outcomes = self.backend.apply(actions) if actions else []
         now = self.backend.now
         self.recorder.record_round(now, policy.name, outcomes)
         if actions and self.recorder.sample_due(now):
-            state = self._observe(policy)
+            state = self.backend.observe()
         self.recorder.sample(state, policy.name, self._newly_finished())
         self._last_round = now
         self._last_state = state
@@ -223,11 +224,6 @@ class Controller:
         waits = sum(isinstance(o.action, Wait) or not o.applied for o in outcomes)
         return RoundReport(now, policy.name, len(outcomes), refused,
                            time.perf_counter() - t0, waits)
-
-    def _observe(self, policy: Policy) -> ClusterState:
-        if not policy.reads_progress and hasattr(self.backend, "observe_placements"):
-            return self.backend.observe_placements()
-        return self.backend.observe()
 
     def _newly_finished(self) -> list:
         log = getattr(self.backend, "finished", None)

@@ -102,13 +102,15 @@ class JobState(str, Enum):
     COMPLETED = "completed"
     REJECTED = "rejected"
 
-    @property
-    def finished(self) -> bool:
-        return self in (JobState.COMPLETED, JobState.REJECTED)
+    finished: bool  # completed or rejected
+    placed: bool  # holding resources: holding, restarting or running
 
-    @property
-    def placed(self) -> bool:
-        return self in (JobState.HOLDING, JobState.RESTARTING, JobState.RUNNING)
+
+# Plain attributes, not properties: the simulator reads them millions of times per trace.
+for _state in JobState:
+    _state.finished = _state in (JobState.COMPLETED, JobState.REJECTED)
+    _state.placed = _state in (JobState.HOLDING, JobState.RESTARTING, JobState.RUNNING)
+del _state
 
 
 Placement = dict[str, int]  # node name -> number of tasks of one role on it

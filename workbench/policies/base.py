@@ -20,9 +20,6 @@ class Policy:
     # Engines whose decisions don't depend on a job finishing its checkpoint-restart delay
     # set this, so the controller skips the rounds those moments would cost on long traces.
     quiet_restarts: bool = False
-    # Engines that never read running jobs' progress, service or metric set this False: the
-    # simulator then skips bringing every running job up to date each round (long traces).
-    reads_progress: bool = True
     # Engines whose node choice goes through `self.ledger(state)` take a placement plugin.
     takes_placement: bool = False
     placer = None  # a placer.Placer when a placement plugin chooses the nodes
@@ -51,6 +48,10 @@ class Policy:
 
     def reset(self) -> None:
         """Forget learning state (called when a run starts from scratch)."""
+
+    def forget_cluster(self) -> None:
+        """Drop what the engine cached about the cluster in its own earlier rounds. Called
+        when it takes over from another engine, which may have changed any job meanwhile."""
 
     def engine_view(self) -> dict[str, Any]:
         """Engine-specific data for the UI's teaching views (prices, probabilities, ...)."""

@@ -17,7 +17,6 @@ from .common import by_arrival, reject_impossible, wait_reason
 class DrfPolicy(Policy):
     takes_placement = True
     quiet_restarts = True
-    reads_progress = False
     def __init__(self, round_interval: float = 60.0) -> None:
         self.round_interval = round_interval
 

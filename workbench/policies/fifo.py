@@ -15,7 +15,6 @@ class FifoPolicy(Policy):
     `backfill=True` lets later jobs that fit start while the head waits."""
     takes_placement = True
     quiet_restarts = True
-    reads_progress = False
 
     def __init__(self, backfill: bool = False, round_interval: float = 60.0) -> None:
         self.backfill = backfill

@@ -14,7 +14,6 @@ from .common import reject_impossible
 class KubeDefaultPolicy(Policy):
     takes_placement = True
     quiet_restarts = True
-    reads_progress = False
     def __init__(self, round_interval: float = 60.0) -> None:
         self.round_interval = round_interval
 

@@ -3,7 +3,7 @@
 Events are job arrivals, completions, the end of a checkpoint-restart delay, and injected
 node failures/recoveries. Between events every running job advances at the rate the
 performance model gives for its current placement; progress is brought up to date lazily
-(when observed or when the job changes), so a step costs O(events), not O(jobs).
+(when read or when the job changes, see `LiveJobStatus`), so a step costs O(events), not O(jobs).
 
 Modelling choices (documented defaults):
 - Every change of a job's allocation, its first start included, costs `restart_delay`
@@ -52,6 +52,8 @@ from ..model import (
     merge_placements,
     total,
 )
+from .live import LiveJobStatus
+from .queue import WaitingQueue
 
 _EPS = 1e-9
 
@@ -123,13 +125,10 @@ class SimBackend:
         self.jobs: dict[str, JobStatus] = {}  # every arrived job, finished ones included
         self.active: dict[str, JobStatus] = {}  # arrived and not finished
         self.finished: list[JobStatus] = []  # in the order they completed or were rejected
-        self._queue: dict[str, JobStatus] = {}  # waiting jobs, kept in arrival order
-        self._queue_unsorted = False
-        self._order_key: dict[str, tuple[float, str]] = {}  # the queue's order: (arrival, name)
+        self._queue = WaitingQueue()
         self._running: dict[str, JobStatus] = {}  # state RUNNING: progress advancing
         self._placed: dict[str, JobStatus] = {}  # holding resources: holding, restarting, running
         self._held: dict[str, _Held] = {}
-        self._progress_time: dict[str, float] = {}  # when progress was last brought up to date
         self._checkpoint: dict[str, float] = {}
         self._version: dict[str, int] = {}
         self._completions: list[tuple[float, int, str, int]] = []
@@ -168,45 +167,16 @@ class SimBackend:
             self._push(self._faults, fault.time + fault.duration, "recover", fault.node)
 
     def observe(self) -> ClusterState:
-        # Progress and service up to now, inlined: this runs for every running job each round.
-        # Checkpoints need no update here: the rate is unchanged since the last full `_sync`,
-        # which every rate change, failure and reshape does first, so they are exact there.
-        now, synced = self._now, self._progress_time
-        for job in self._running.values():
-            dt = now - synced[job.name]
-            if dt > 0:
-                spec = job.spec
-                job.progress = min(job.progress + job.throughput * dt, spec.total_work)
-                job.executed_time += dt
-                job.attained_service += dt * spec.worker_demand.gpu * job.target_workers
-                synced[job.name] = now
-                if self.history_interval is not None:
-                    self._record_history(job)
-        return self.observe_placements()
-
-    def observe_placements(self) -> ClusterState:
-        """`observe` without bringing running jobs' progress up to now: for engines that
-        read only placements and the queue (a round then costs O(changes), not O(running))."""
+        # Running jobs' progress is read lazily (LiveJobStatus): nothing to bring up to date.
+        if self.history_interval is not None:
+            for job in self._running.values():
+                self._record_history(job)
         return ClusterState(
             now=self._now, nodes=self.nodes, capacity=self.capacity.copy(),
             allocated=self.allocated.copy(), gpu_free=self.gpu_free.copy(),
             node_up=self.node_up.copy(), jobs=self.active, node_index=self.node_index,
-            queue=self._waiting_in_order(), placed=self._placed.values(),
+            queue=self._queue, placed=self._placed.values(),
         )
-
-    def _waiting_in_order(self):
-        if self._queue_unsorted:
-            order = sorted(self._queue, key=self._order_key.__getitem__)  # C-level key lookups
-            self._queue = {name: self._queue[name] for name in order}
-            self._queue_unsorted = False
-        return self._queue.values()  # a live view: policies read it within the round
-
-    def _enqueue(self, job: JobStatus) -> None:
-        if job.name not in self._queue:
-            last = next(reversed(self._queue.values()), None) if self._queue else None
-            self._queue[job.name] = job
-            if last is not None and (last.spec.arrival, last.name) > (job.spec.arrival, job.name):
-                self._queue_unsorted = True
 
     def next_event_time(self) -> float | None:
         times = []
@@ -283,12 +253,11 @@ class SimBackend:
         while self._next_arrival < len(self._specs) and self._specs[self._next_arrival].arrival <= t:
             spec = self._specs[self._next_arrival]
             self._next_arrival += 1
-            job = JobStatus(spec=spec, target_workers=spec.initial_workers, target_ps=spec.num_ps,
+            job = LiveJobStatus(self, spec=spec, target_workers=spec.initial_workers, target_ps=spec.num_ps,
                             reason="waiting: arrived, not yet scheduled")
             self.jobs[spec.name] = job
             self.active[spec.name] = job
-            self._order_key[spec.name] = (spec.arrival, spec.name)
-            self._enqueue(job)
+            self._queue.add(job)
             self._version[spec.name] = 0
         while self._faults and self._faults[0][0] <= t:
             _, _, kind, node = heapq.heappop(self._faults)
@@ -316,7 +285,7 @@ class SimBackend:
         if job.first_start is None:
             job.first_start = self._now
         job.throughput = self._rate(job)
-        self._progress_time[job.name] = self._now
+        job.start_accruing()
         self._set_running(job)
         self._schedule_completion(job)
         if self.contention:
@@ -329,6 +298,7 @@ class SimBackend:
 
     def _stop_running(self, job: JobStatus) -> None:
         if self._running.pop(job.name, None) is not None:
+            job.stop_accruing()
             d = job.demand(job.num_workers, job.num_ps)
             self._effective -= (d.gpu, d.cpu)
 
@@ -360,7 +330,7 @@ class SimBackend:
             job.progress = min(job.progress, self._checkpoint.get(job.name, 0.0))
             self._release(job)
             job.state = JobState.PENDING
-            self._enqueue(job)
+            self._queue.add(job)
             job.reason = f"waiting: node {node} failed; resumes from checkpoint at {job.progress:,.0f} iterations"
         self.node_up[i] = False
         self._totals = None
@@ -413,29 +383,22 @@ class SimBackend:
                     self._schedule_completion(job)
 
     def _sync(self, job: JobStatus) -> None:
-        """Bring a running job's progress, service and checkpoint up to now."""
+        """Store a running job's progress and service as of now (before its rate changes), and
+        bring its checkpoint up to date."""
         if job.state is not JobState.RUNNING:
             return
         now = self._now
-        dt = now - self._progress_time[job.name]
-        rate = job.throughput
-        if dt > 0:
-            spec = job.spec
-            job.progress = min(job.progress + rate * dt, spec.total_work)
-            job.executed_time += dt
-            # A running job has exactly its target workers (checked by the invariant tests).
-            job.attained_service += dt * spec.worker_demand.gpu * job.target_workers
-            self._progress_time[job.name] = now
-            if self.history_interval is not None:
-                self._record_history(job)
+        job.catch_up()
+        if self.history_interval is not None:
+            self._record_history(job)
         interval = self.checkpoint_interval
-        if interval > 0:  # also when `observe` brought progress up to now already
+        if interval > 0:
             start = now if job.last_start is None else job.last_start
             if now - start >= interval:
                 # Checkpoints are taken every interval of training since the last start.
                 at = start + (now - start) // interval * interval
                 saved = self._checkpoint.get(job.name, 0.0)
-                self._checkpoint[job.name] = max(saved, job.progress - rate * (now - at))
+                self._checkpoint[job.name] = max(saved, job.progress - job.throughput * (now - at))
 
     def _record_history(self, job: JobStatus, force: bool = False) -> None:
         if self.history_interval is None:
@@ -470,7 +433,7 @@ class SimBackend:
                 self._sync(job)
                 self._release(job)
             job.state = JobState.REJECTED
-            self._queue.pop(job.name, None)
+            self._queue.discard(job.name)
             job.finish_time = self._now
             job.reason = action.reason
             self._bump(job)
@@ -483,7 +446,7 @@ class SimBackend:
             self._sync(job)
             self._release(job)
             job.state = JobState.PENDING
-            self._enqueue(job)
+            self._queue.add(job)
             job.reason = action.reason
             return ""
         if isinstance(action, Place):
@@ -548,7 +511,7 @@ class SimBackend:
 
     def _begin_restart(self, job: JobStatus, count: bool = True, delay: float | None = None) -> None:
         self._stop_running(job)
-        self._queue.pop(job.name, None)
+        self._queue.discard(job.name)
         job.throughput = 0.0
         job.state = JobState.RESTARTING
         delay = self.restart_delay if delay is None else delay

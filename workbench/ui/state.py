@@ -780,7 +780,7 @@ class ObservedBackend:
         return last if last is not None else self.observe()
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("fork", "observe_placements"):  # no fork; every observation is kept
+        if name == "fork":  # no fork; every observation is kept
             raise AttributeError(name)
         return getattr(self._backend, name)
 
