@@ -24,7 +24,13 @@ class Resources:
     gpu: float = 0.0  # whole GPUs, or a fraction of one (GPU sharing)
 
     def as_array(self) -> np.ndarray:
-        return np.array([self.cpu, self.mem, self.gpu], dtype=float)
+        """[cpu, mem, gpu], read-only (made once per Resources: placement asks millions of times)."""
+        array = self.__dict__.get("_array")
+        if array is None:
+            array = np.array([self.cpu, self.mem, self.gpu], dtype=float)
+            array.flags.writeable = False
+            object.__setattr__(self, "_array", array)
+        return array
 
     def __add__(self, other: "Resources") -> "Resources":
         return Resources(self.cpu + other.cpu, self.mem + other.mem, self.gpu + other.gpu)

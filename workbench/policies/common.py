@@ -11,29 +11,38 @@ from .placement import Ledger, describe_shortfall, never_fits
 MAX_WAIT_REASONS = 200  # reasons beyond this many queued jobs are summarised, for speed
 
 
-# id(spec) -> (spec, capacity signature, verdict): a job is checked once per cluster shape,
-# not every round (long traces keep thousands of jobs queued).
-_VERDICTS: dict[int, tuple[object, tuple, str | None]] = {}
+# (a job's shape, cluster signature) -> verdict: a shape is checked once per cluster shape,
+# not every round (long traces keep thousands of jobs queued, most of a few shapes).
+_VERDICTS: dict[tuple, str | None] = {}
+_UNKNOWN = object()
+_SIGNATURES: dict[bytes, tuple] = {}  # the arrays' bytes -> signature: asked every round
 
 
 def cluster_signature(state: ClusterState) -> tuple:
-    up = state.capacity[state.node_up]
-    return tuple(up.sum(axis=0).round(6)) + tuple(up.max(axis=0, initial=0).round(6))
+    key = state.node_up.tobytes() + state.capacity.tobytes()
+    signature = _SIGNATURES.get(key)
+    if signature is None:
+        up = state.capacity[state.node_up]
+        signature = tuple(up.sum(axis=0).round(6)) + tuple(up.max(axis=0, initial=0).round(6))
+        if len(_SIGNATURES) > 1000:
+            _SIGNATURES.clear()
+        _SIGNATURES[key] = signature
+    return signature
 
 
 def impossible(state: ClusterState, job: JobStatus, signature: tuple | None = None) -> str | None:
     """Why a pending job can never run on this cluster (cached per job and cluster shape)."""
     if job.state is not JobState.PENDING:
         return None
-    signature = signature or cluster_signature(state)
-    cached = _VERDICTS.get(id(job.spec))
-    if cached is not None and cached[0] is job.spec and cached[1] == signature:
-        return cached[2]
-    if len(_VERDICTS) > 500_000:
-        _VERDICTS.clear()
-    why = never_fits(job, state)
-    _VERDICTS[id(job.spec)] = (job.spec, signature, why)
-    return why
+    spec = job.spec
+    key = (spec.worker_demand, spec.min_workers, spec.ps_demand, spec.num_ps,
+           signature or cluster_signature(state))
+    verdict = _VERDICTS.get(key, _UNKNOWN)
+    if verdict is _UNKNOWN:
+        if len(_VERDICTS) > 100_000:
+            _VERDICTS.clear()
+        verdict = _VERDICTS[key] = never_fits(job, state)
+    return verdict
 
 
 def reject_impossible(state: ClusterState, jobs: list[JobStatus]) -> tuple[list[Action], list[JobStatus]]:

@@ -37,14 +37,16 @@ class Ledger:
 
     def fit_counts(self, demand: Resources) -> np.ndarray:
         """How many tasks of `demand` each node can take now."""
-        d = demand.as_array()
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per = np.where(d[:2] > 0, np.floor((self.free[:, :2] + _EPS) / d[:2]), np.inf)
-        counts = per.min(axis=1)
-        g = demand.gpu
-        if g > 0:
-            counts = np.minimum(counts, self._gpu_fit(g))
-        counts[~np.isfinite(counts)] = 10**6
+        counts = None
+        for r, need in ((CPU, demand.cpu), (MEM, demand.mem)):
+            if need > 0:
+                fit = np.floor((self.free[:, r] + _EPS) / need)
+                counts = fit if counts is None else np.minimum(counts, fit)
+        if demand.gpu > 0:
+            fit = self._gpu_fit(demand.gpu)
+            counts = fit if counts is None else np.minimum(counts, fit)
+        if counts is None:  # asks for nothing: any number fits
+            return np.full(len(self.free), 10**6, dtype=np.int64)
         return counts.astype(np.int64)
 
     def _gpu_fit(self, g: float) -> np.ndarray:
@@ -82,29 +84,27 @@ class Ledger:
         if g <= 0:
             return
         row = self.gpu_free[i]
+        if g >= 1:  # whole GPUs, first free first (as the simulator takes them)
+            row[np.flatnonzero(row >= 1 - _EPS)[: int(round(g)) * count]] = 0.0
+            return
         for _ in range(count):
-            if g >= 1:
-                idx = np.flatnonzero(row >= 1 - _EPS)[: int(round(g))]
-                row[idx] = 0.0
-            else:
-                ok = np.flatnonzero(row + _EPS >= g)
-                if len(ok):
-                    best = ok[np.argmin(row[ok])]
-                    row[best] -= g
+            ok = np.flatnonzero(row + _EPS >= g)
+            if len(ok):
+                best = ok[np.argmin(row[ok])]
+                row[best] -= g
 
     def _return_gpus(self, i: int, g: float, count: int) -> None:
         if g <= 0:
             return
         row = self.gpu_free[i]
         valid = row >= 0
+        if g >= 1:
+            row[np.flatnonzero(valid & (row <= _EPS))[: int(round(g)) * count]] = 1.0
+            return
         for _ in range(count):
-            if g >= 1:
-                idx = np.flatnonzero(valid & (row <= _EPS))[: int(round(g))]
-                row[idx] = 1.0
-            else:
-                idx = np.flatnonzero(valid & (row + g <= 1 + _EPS))
-                if len(idx):
-                    row[idx[np.argmax(1 - row[idx])]] += g
+            idx = np.flatnonzero(valid & (row + g <= 1 + _EPS))
+            if len(idx):
+                row[idx[np.argmax(1 - row[idx])]] += g
 
     # -- placement strategies -------------------------------------------------------------
 

@@ -140,8 +140,7 @@ class TiresiasPolicy(Policy):
         v.started = []
         placed_now = len(list_or_view(state.iter_placed()))
         if len(v.placed) != placed_now:  # only this engine places: so some job has left
-            jobs = state.jobs
-            for p in [p for p in v.placed if not p[3].state.placed or jobs.get(p[2]) is not p[3]]:
+            for p in [p for p in v.placed if not p[3].state.placed]:
                 self._unrank(p[3])  # completed, or sent back by a node failure
                 left.append(p[3])
             if len(v.placed) != placed_now:
@@ -167,10 +166,8 @@ class TiresiasPolicy(Policy):
             for job in waiting:  # in arrival order; merged with this queue's placed jobs
                 if job.name in skip or bisect.bisect_right(thresholds, job.attained_service) != q:
                     continue
-                key = (q, job.spec.arrival, job.name)
                 start = i
-                while i < n and placed[i] < key:
-                    i += 1
+                i = bisect.bisect_left(placed, (q, job.spec.arrival, job.name), i, n)
                 if i > start:
                     yield True, placed[start:i]
                 yield False, [job]
@@ -232,7 +229,7 @@ class TiresiasPolicy(Policy):
                     used += need
             if used >= capacity - 1e-9:
                 break
-        ledger = self.ledger(state)
+        ledger = self.ledger(state) if starting or n_kept < len(v.placed) else None
         if n_kept < len(v.placed):
             keep = {p[2] for run in kept for p in run}
             for p in [p for p in v.placed if p[2] not in keep]:

@@ -521,56 +521,66 @@ class SimBackend:
             self._refresh_contention(job.nodes)
 
     def _allocate(self, job: JobStatus, workers: Placement, ps: Placement) -> None:
-        plan = [(n, c, job.spec.worker_demand) for n, c in workers.items() if c] + \
-               [(n, c, job.spec.ps_demand) for n, c in ps.items() if c]
-        need = np.zeros_like(self.capacity)
-        for name, count, demand in plan:
-            i = self.node_index.get(name)
-            if i is None:
-                raise _Refused(f"{job.name}: unknown node {name!r}")
-            if not self.node_up[i]:
-                raise _Refused(f"{job.name}: node {name} is down")
-            need[i] += demand.as_array() * count
-        over = (self.allocated + need > self.capacity + 1e-6).any(axis=1)
-        if over.any():
-            i = int(np.flatnonzero(over)[0])
-            free = self.capacity[i] - self.allocated[i]
-            raise _Refused(f"{job.name}: does not fit on {self.nodes[i].name}"
-                           f" (free {free[CPU]:g} CPU, {free[MEM]:g} GiB, {free[GPU]:g} GPU)")
+        need: dict[int, np.ndarray] = {}  # node -> resources the job's tasks take there
+        tasks: list[tuple[int, int, float]] = []  # (node, tasks, GPUs per task)
+        for placement, demand in ((workers, job.spec.worker_demand), (ps, job.spec.ps_demand)):
+            for name, count in placement.items():
+                if not count:
+                    continue
+                i = self.node_index.get(name)
+                if i is None:
+                    raise _Refused(f"{job.name}: unknown node {name!r}")
+                if not self.node_up[i]:
+                    raise _Refused(f"{job.name}: node {name} is down")
+                add = demand.as_array() * count
+                need[i] = need[i] + add if i in need else add
+                tasks.append((i, count, demand.gpu))
+        for i in sorted(need):  # only the nodes it touches
+            if (self.allocated[i] + need[i] > self.capacity[i] + 1e-6).any():
+                free = self.capacity[i] - self.allocated[i]
+                raise _Refused(f"{job.name}: does not fit on {self.nodes[i].name}"
+                               f" (free {free[CPU]:g} CPU, {free[MEM]:g} GiB, {free[GPU]:g} GPU)")
         held = self._held.setdefault(job.name, _Held())
         taken: list[tuple[int, int, float]] = []
         try:
-            for name, count, demand in plan:
-                i = self.node_index[name]
-                for _ in range(count):
-                    taken += self._take_gpus(i, demand.gpu, job.name)
+            for i, count, g in tasks:
+                taken += self._take_gpus(i, g, count, job.name)
         except _Refused:
             for i, g, amount in taken:
                 self.gpu_free[i, g] += amount
             raise
         held.gpus += taken
-        self.allocated += need
+        for i, add in need.items():
+            self.allocated[i] += add
         self._totals = None
         self._placed[job.name] = job
         job.workers = merge_placements(job.workers, workers)
         job.ps = merge_placements(job.ps, ps)
 
-    def _take_gpus(self, i: int, g: float, job: str) -> list[tuple[int, int, float]]:
+    def _take_gpus(self, i: int, g: float, count: int, job: str) -> list[tuple[int, int, float]]:
+        """GPUs for `count` tasks of `g` GPUs each on node `i`: whole GPUs first free first,
+        a fraction on the GPU it fits best."""
         if g <= 0:
             return []
         row = self.gpu_free[i]
         if g >= 1:
-            idx = np.flatnonzero(row >= 1 - _EPS)[: int(round(g))]
-            if len(idx) < int(round(g)):
-                raise _Refused(f"{job}: {self.nodes[i].name} has {len(idx)} whole GPUs free, needs {g:g}")
+            n = int(round(g)) * count
+            idx = np.flatnonzero(row >= 1 - _EPS)[:n]
+            if len(idx) < n:
+                raise _Refused(f"{job}: {self.nodes[i].name} has {len(idx)} whole GPUs free, needs {n}")
             row[idx] = 0.0
             return [(i, int(k), 1.0) for k in idx]
-        ok = np.flatnonzero(row + _EPS >= g)
-        if not len(ok):
-            raise _Refused(f"{job}: no GPU on {self.nodes[i].name} has {g:g} free")
-        best = int(ok[np.argmin(row[ok])])  # best fit among the GPUs of the node
-        row[best] -= g
-        return [(i, best, g)]
+        taken = []
+        for _ in range(count):
+            ok = np.flatnonzero(row + _EPS >= g)
+            if not len(ok):
+                for _, k, amount in taken:
+                    row[k] += amount
+                raise _Refused(f"{job}: no GPU on {self.nodes[i].name} has {g:g} free")
+            best = int(ok[np.argmin(row[ok])])  # best fit among the GPUs of the node
+            row[best] -= g
+            taken.append((i, best, g))
+        return taken
 
     def _release(self, job: JobStatus) -> None:
         if not job.workers and not job.ps:
