@@ -24,11 +24,11 @@ class Ledger:
 
     def __init__(self, state: ClusterState, placer: Placer | None = None) -> None:
         self.state = state
-        self.free = state.free.copy()
+        self.free = state.free  # a fresh array on every call
         # -1 marks "no such GPU" (or node down): never enough free, and no NaN handling.
         self.gpu_free = np.where(state.node_up[:, None] & ~np.isnan(state.gpu_free),
                                  state.gpu_free, -1.0)
-        self.names = [n.name for n in state.nodes]
+        self.names = _node_names(state.nodes)
         self.index = state.node_index
         self.placer = placer
         self.view = placer.view(state) if placer is not None else None  # the plugin's mirror
@@ -161,14 +161,15 @@ class Ledger:
                    ) -> tuple[Placement, Placement] | None:
         """All of a job's workers and PS on as few nodes as possible, or None."""
         ps = job.spec.num_ps if ps is None else ps
+        if ps <= 0:
+            wp = self.pack(job.spec.worker_demand, workers)
+            return None if wp is None else (wp, {})
         need = job.spec.worker_demand.as_array() * workers + job.spec.ps_demand.as_array() * ps
         if (need > self.free.sum(axis=0) + _EPS).any():  # cheap: not even in total
             return None
         wp = self.pack(job.spec.worker_demand, workers)
         if wp is None:
             return None
-        if ps <= 0:
-            return wp, {}
         rows = {self.index[n]: self.gpu_free[self.index[n]].copy() for n in wp}
         self.take(wp, job.spec.worker_demand)
         # PS next to the workers where possible: prefer nodes already hosting the job.
@@ -187,6 +188,18 @@ class Ledger:
 
     def largest_block(self, demand: Resources) -> int:
         return int(self.fit_counts(demand).max(initial=0))
+
+
+_NAMES: tuple[list, list[str]] | None = None  # the last node list seen, and its names
+
+
+def _node_names(nodes: list) -> list[str]:
+    """The nodes' names, remembered for the node list a backend passes every round."""
+    global _NAMES
+    cached = _NAMES
+    if cached is None or cached[0] is not nodes:
+        cached = _NAMES = (nodes, [n.name for n in nodes])
+    return cached[1]
 
 
 def never_fits(job: JobStatus, state: ClusterState) -> str | None:
