@@ -176,3 +176,66 @@ def test_run_until_just_after_a_placement_is_not_a_stall():
     assert not c.stalled and b.jobs["a"].state is JobState.RESTARTING and b.now == 10
     c.run(until=100)
     assert b.jobs["a"].state is JobState.RUNNING
+
+
+def test_progress_and_service_are_current_whenever_read_between_events():
+    """Running jobs are not brought up to date each round; reading them must still give the
+    values at the simulator's current time, and they stop growing when the job stops."""
+    spec = job("a", workers=2, work=1e9)
+    b = SimBackend(make_cluster(1, 4), [spec], restart_delay=30, history_interval=None)
+    b.advance(0)
+    b.apply([Place("a", "test", {"node-00": 2})])
+    rate = PERF.iteration_rate(spec, {"node-00": 2}, {})
+    j = b.jobs["a"]
+    for t in (30.0, 100.0, 1000.0):
+        b.advance(t)
+        assert j.progress == pytest.approx(rate * (t - 30), rel=1e-12)
+        assert j.executed_time == pytest.approx(t - 30, rel=1e-12)
+        assert j.attained_service == pytest.approx(2 * (t - 30), rel=1e-12)
+    b.apply([Suspend("a", "test")])
+    b.advance(5000.0)
+    assert j.state is JobState.PENDING
+    assert j.attained_service == pytest.approx(2 * 970, rel=1e-12)
+    assert j.progress <= rate * 970 + 1e-6  # back to its checkpoint at most
+    twin = b.fork()
+    twin.apply([Place("a", "test", {"node-00": 2})])
+    twin.advance(6000.0)
+    assert twin.jobs["a"].attained_service > j.attained_service  # the fork's clock, not ours
+    assert j.attained_service == pytest.approx(2 * 970, rel=1e-12)
+
+
+def test_waiting_queue_keeps_arrival_order_through_returns():
+    from workbench.model import JobStatus
+    from workbench.sim.queue import WaitingQueue
+
+    jobs = [JobStatus(spec=job(f"j{i}", arrival=float(i))) for i in range(6)]
+    q = WaitingQueue()
+    for j in (jobs[1], jobs[4], jobs[5], jobs[0], jobs[3], jobs[3]):
+        q.add(j)
+    view = iter(q)  # a live view, read within a round
+    assert [j.name for j in view] == ["j0", "j1", "j3", "j4", "j5"]
+    q.discard("j3")
+    q.discard("missing")
+    q.add(jobs[2])
+    assert [j.name for j in q] == ["j0", "j1", "j2", "j4", "j5"]
+    assert [j.name for j in reversed(q)] == ["j5", "j4", "j2", "j1", "j0"]
+    assert len(q) == 5 and "j2" in q and "j3" not in q
+
+
+def test_a_copied_tiresias_starts_with_a_fresh_view_of_the_cluster():
+    """The UI's switch preview deep-copies the running engine onto a fork: the copy must not
+    carry (and copy) the live run's jobs, and must run correctly on the fork."""
+    import copy
+
+    specs = [job(f"j{i}", arrival=60.0 * i, workers=2) for i in range(6)]
+    b = SimBackend(make_cluster(1, 4), specs, history_interval=None)
+    live = make_policy("tiresias")
+    c = Controller(b, live)
+    c.run(until=400.0)
+    assert live._view.placed  # it has ranked the jobs holding GPUs
+    twin = copy.deepcopy(live)
+    assert twin._view.placed == [] and twin._view.jobs is None
+    fork = Controller(b.fork(), twin)
+    fork.run()
+    assert fork.backend.done() and not b.done()
+    assert all(j.state is JobState.COMPLETED for j in fork.backend.jobs.values())

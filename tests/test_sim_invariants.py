@@ -148,3 +148,27 @@ def test_tiresias_incremental_ranking_matches_the_plain_sort(seed):
         finishes.append({j.name: (j.state, j.finish_time, j.restarts) for j in backend.jobs.values()})
     assert sum(r for _, _, r in finishes[1].values()) > 0  # preemptions happened
     assert finishes[0] == finishes[1]
+
+
+def test_tiresias_taking_over_again_after_another_engine_ranks_like_the_plain_sort():
+    """Switching to DRF and back: DRF starts, stops and finishes jobs meanwhile, so what
+    Tiresias kept from its earlier rounds is stale; it must rank the cluster afresh (this
+    fails when the controller does not tell it, `Policy.forget_cluster`)."""
+    jobs = synthetic_workload(60, arrival_rate=1 / 90, max_workers=8, seed=4)
+    cluster = make_cluster(4, 4, cpus=48, mem=192, nodes_per_rack=2)
+    t1, t2 = jobs[15].arrival, jobs[35].arrival
+    finishes = []
+    for tiresias in (make_policy("tiresias", queue_thresholds=(1800.0, 7200.0)),
+                     NaiveTiresias(queue_thresholds=(1800.0, 7200.0))):
+        backend = CheckedBackend(cluster, jobs)
+        controller = Controller(backend, tiresias)
+        controller.run(until=t1)
+        controller.switch(make_policy("drf"))
+        controller.run(until=t2)
+        controller.switch(tiresias)
+        controller.run(max_rounds=20_000)
+        assert backend.done()
+        assert [s[2] for s in controller.recorder.switches] == ["drf", "tiresias"]
+        finishes.append({j.name: (j.state, j.finish_time, j.restarts) for j in backend.jobs.values()})
+    assert sum(r for _, _, r in finishes[1].values()) > 0  # preemptions happened
+    assert finishes[0] == finishes[1]
