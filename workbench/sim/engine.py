@@ -139,9 +139,10 @@ class SimBackend:
             self.inject_fault(f)
         self._now = self._specs[0].arrival if self._specs else 0.0
         self.usage = Usage()
-        self._effective = np.zeros(2)  # GPUs, CPUs held by jobs that are training
+        self._effective = [0.0, 0.0]  # GPUs, CPUs held by jobs that are training
         self._usage_time = self._now
         self._totals: tuple[float, float, float, float] | None = None  # for _accumulate_usage
+        self._capacity_totals: tuple[float, float] | None = None
         self.events: list[tuple[float, str, str]] = []  # (time, kind, subject) of faults
 
     # ---- Backend protocol ---------------------------------------------------------------
@@ -293,14 +294,16 @@ class SimBackend:
 
     def _set_running(self, job: JobStatus) -> None:
         self._running[job.name] = job
-        d = job.demand(job.num_workers, job.num_ps)
-        self._effective += (d.gpu, d.cpu)
+        gpu, cpu = _gpus_cpus(job)
+        self._effective[0] += gpu
+        self._effective[1] += cpu
 
     def _stop_running(self, job: JobStatus) -> None:
         if self._running.pop(job.name, None) is not None:
             job.stop_accruing()
-            d = job.demand(job.num_workers, job.num_ps)
-            self._effective -= (d.gpu, d.cpu)
+            gpu, cpu = _gpus_cpus(job)
+            self._effective[0] -= gpu
+            self._effective[1] -= cpu
 
     def _schedule_completion(self, job: JobStatus) -> None:
         v = self._bump(job)
@@ -333,12 +336,12 @@ class SimBackend:
             self._queue.add(job)
             job.reason = f"waiting: node {node} failed; resumes from checkpoint at {job.progress:,.0f} iterations"
         self.node_up[i] = False
-        self._totals = None
+        self._totals = self._capacity_totals = None
 
     def _recover(self, node: str) -> None:
         i = self.node_index[node]
         self.node_up[i] = True
-        self._totals = None
+        self._totals = self._capacity_totals = None
         self.events.append((self._now, "node-recovered", node))
 
     # ---- progress -----------------------------------------------------------------------
@@ -536,7 +539,8 @@ class SimBackend:
                 need[i] = need[i] + add if i in need else add
                 tasks.append((i, count, demand.gpu))
         for i in sorted(need):  # only the nodes it touches
-            if (self.allocated[i] + need[i] > self.capacity[i] + 1e-6).any():
+            if any(a + n > c + 1e-6 for a, n, c in zip(self.allocated[i].tolist(), need[i].tolist(),
+                                                       self.capacity[i].tolist())):
                 free = self.capacity[i] - self.allocated[i]
                 raise _Refused(f"{job.name}: does not fit on {self.nodes[i].name}"
                                f" (free {free[CPU]:g} CPU, {free[MEM]:g} GiB, {free[GPU]:g} GPU)")
@@ -563,13 +567,13 @@ class SimBackend:
         if g <= 0:
             return []
         row = self.gpu_free[i]
-        if g >= 1:
+        if g >= 1:  # a row is a node's few GPUs: plain Python beats numpy calls here
             n = int(round(g)) * count
-            idx = np.flatnonzero(row >= 1 - _EPS)[:n]
+            idx = [k for k, free in enumerate(row.tolist()) if free >= 1 - _EPS][:n]
             if len(idx) < n:
                 raise _Refused(f"{job}: {self.nodes[i].name} has {len(idx)} whole GPUs free, needs {n}")
             row[idx] = 0.0
-            return [(i, int(k), 1.0) for k in idx]
+            return [(i, k, 1.0) for k in idx]
         taken = []
         for _ in range(count):
             ok = np.flatnonzero(row + _EPS >= g)
@@ -585,7 +589,7 @@ class SimBackend:
     def _release(self, job: JobStatus) -> None:
         if not job.workers and not job.ps:
             return
-        freed_nodes = job.nodes
+        freed_nodes = job.nodes if self.contention else None
         self._stop_running(job)
         for name, count in job.workers.items():
             self.allocated[self.node_index[name]] -= job.spec.worker_demand.as_array() * count
@@ -609,10 +613,12 @@ class SimBackend:
         if dt <= 0:
             return
         if self._totals is None:  # recomputed only after an allocation or a node changed
-            up = self.node_up
+            if self._capacity_totals is None:  # only after a node changed
+                up = self.node_up
+                self._capacity_totals = (float(self.capacity[up, GPU].sum()),
+                                         float(self.capacity[up, CPU].sum()))
             alloc = self.allocated.sum(axis=0)
-            self._totals = (float(self.capacity[up, GPU].sum()), float(self.capacity[up, CPU].sum()),
-                            float(alloc[GPU]), float(alloc[CPU]))
+            self._totals = (*self._capacity_totals, float(alloc[GPU]), float(alloc[CPU]))
         gpu_cap, cpu_cap, gpu_alloc, cpu_alloc = self._totals
         u = self.usage
         u.gpu_capacity += gpu_cap * dt
@@ -626,6 +632,13 @@ class SimBackend:
 
 class _Refused(Exception):
     pass
+
+
+def _gpus_cpus(job: JobStatus) -> tuple[float, float]:
+    """The GPUs and CPUs a job's tasks hold: `job.demand(...)` without building Resources."""
+    s, w, p = job.spec, job.num_workers, job.num_ps
+    return (s.worker_demand.gpu * w + s.ps_demand.gpu * p,
+            s.worker_demand.cpu * w + s.ps_demand.cpu * p)
 
 
 def cpu_share_factors(cores: float, want: dict[str, float], weight: dict[str, float]

@@ -61,12 +61,15 @@ class LiveJobStatus(JobStatus):
 
     def catch_up(self) -> None:
         """Store the values as of now (before the rate or the worker count changes)."""
-        if self._since is None:
+        since = self._since
+        if since is None:
             return
         now = self._clock._now
-        if now > self._since:
-            self._progress, self._executed, self._service = \
-                self.progress, self.executed_time, self.attained_service
+        if now > since:  # the same arithmetic as the properties, done once
+            dt, spec = now - since, self.spec
+            self._progress = min(self._progress + self.throughput * dt, spec.total_work)
+            self._executed += dt
+            self._service += dt * spec.worker_demand.gpu * self.target_workers
             self._since = now
 
     def start_accruing(self) -> None:
