@@ -315,6 +315,35 @@ def placement_counts(placement: Placement) -> tuple[int, ...]:
     return tuple(sorted((c for c in placement.values() if c > 0), reverse=True))
 
 
+def placement_need(spec: JobSpec, workers: Placement, ps: Placement, nodes: list[Node],
+                   node_index: dict[str, int], node_up: np.ndarray, capacity: np.ndarray,
+                   used: np.ndarray) -> tuple[dict[int, np.ndarray], list[tuple[int, int, float]]]:
+    """What a placement takes on each node it touches, and its tasks as (node, count, GPUs
+    per task). ValueError naming the job and the node when a node is unknown or down, or the
+    tasks do not fit in `capacity - used` there (both backends check the same way)."""
+    need: dict[int, np.ndarray] = {}
+    tasks: list[tuple[int, int, float]] = []
+    for placement, demand in ((workers, spec.worker_demand), (ps, spec.ps_demand)):
+        for name, count in placement.items():
+            if not count:
+                continue
+            i = node_index.get(name)
+            if i is None:
+                raise ValueError(f"{spec.name}: unknown node {name!r}")
+            if not node_up[i]:
+                raise ValueError(f"{spec.name}: node {name} is down")
+            add = demand.as_array() * count
+            need[i] = need[i] + add if i in need else add
+            tasks.append((i, count, demand.gpu))
+    for i in sorted(need):
+        if any(u + n > c + 1e-6 for u, n, c in zip(used[i].tolist(), need[i].tolist(),
+                                                   capacity[i].tolist())):
+            free = capacity[i] - used[i]
+            raise ValueError(f"{spec.name}: does not fit on {nodes[i].name}"
+                             f" (free {free[CPU]:g} CPU, {free[MEM]:g} GiB, {free[GPU]:g} GPU)")
+    return need, tasks
+
+
 def merge_placements(*placements: Placement) -> Placement:
     out: Placement = {}
     for p in placements:

@@ -40,9 +40,7 @@ from kubernetes.client.exceptions import ApiException
 from ..backend import Outcome
 from ..errors import ConfigError
 from ..model import (
-    CPU,
     GPU,
-    MEM,
     Action,
     Admit,
     ClusterState,
@@ -58,6 +56,7 @@ from ..model import (
     Wait,
     count_problem,
     describe_placement,
+    placement_need,
     total,
 )
 from . import labels
@@ -692,24 +691,14 @@ class K8sBackend:
     def _need(self, job: _Job, workers: Placement, ps: Placement, used: np.ndarray) -> np.ndarray:
         """The resources a placement takes per node; refused if it does not fit now."""
         view = self._view
-        spec = job.status.spec
+        try:
+            per_node, _ = placement_need(job.status.spec, workers, ps, view.nodes, view.node_index,
+                                         view.node_up, view.capacity, used)
+        except ValueError as e:
+            raise _Refused(str(e)) from None
         need = np.zeros_like(used)
-        for placement, demand in ((workers, spec.worker_demand), (ps, spec.ps_demand)):
-            for node, count in placement.items():
-                if not count:
-                    continue
-                i = view.node_index.get(node)
-                if i is None:
-                    raise _Refused(f"{spec.name}: unknown node {node!r}")
-                if not view.node_up[i]:
-                    raise _Refused(f"{spec.name}: node {node} is down")
-                need[i] += demand.as_array() * count
-        over = (used + need > view.capacity + _EPS).any(axis=1)
-        if over.any():
-            i = int(np.flatnonzero(over)[0])
-            free = view.capacity[i] - used[i]
-            raise _Refused(f"{spec.name}: does not fit on {view.nodes[i].name}"
-                           f" (free {free[CPU]:g} CPU, {free[MEM]:g} GiB, {free[GPU]:g} GPU)")
+        for i, add in per_node.items():
+            need[i] = add
         return need
 
     def _check_counts(self, st: JobStatus, workers: Placement, ps: Placement) -> None:

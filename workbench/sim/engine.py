@@ -31,7 +31,6 @@ from ..backend import Outcome
 from ..model import (
     CPU,
     GPU,
-    MEM,
     Action,
     Admit,
     ClusterState,
@@ -50,6 +49,7 @@ from ..model import (
     count_problem,
     describe_placement,
     merge_placements,
+    placement_need,
     total,
 )
 from .live import LiveJobStatus
@@ -524,26 +524,11 @@ class SimBackend:
             self._refresh_contention(job.nodes)
 
     def _allocate(self, job: JobStatus, workers: Placement, ps: Placement) -> None:
-        need: dict[int, np.ndarray] = {}  # node -> resources the job's tasks take there
-        tasks: list[tuple[int, int, float]] = []  # (node, tasks, GPUs per task)
-        for placement, demand in ((workers, job.spec.worker_demand), (ps, job.spec.ps_demand)):
-            for name, count in placement.items():
-                if not count:
-                    continue
-                i = self.node_index.get(name)
-                if i is None:
-                    raise _Refused(f"{job.name}: unknown node {name!r}")
-                if not self.node_up[i]:
-                    raise _Refused(f"{job.name}: node {name} is down")
-                add = demand.as_array() * count
-                need[i] = need[i] + add if i in need else add
-                tasks.append((i, count, demand.gpu))
-        for i in sorted(need):  # only the nodes it touches
-            if any(a + n > c + 1e-6 for a, n, c in zip(self.allocated[i].tolist(), need[i].tolist(),
-                                                       self.capacity[i].tolist())):
-                free = self.capacity[i] - self.allocated[i]
-                raise _Refused(f"{job.name}: does not fit on {self.nodes[i].name}"
-                               f" (free {free[CPU]:g} CPU, {free[MEM]:g} GiB, {free[GPU]:g} GPU)")
+        try:
+            need, tasks = placement_need(job.spec, workers, ps, self.nodes, self.node_index,
+                                         self.node_up, self.capacity, self.allocated)
+        except ValueError as e:
+            raise _Refused(str(e)) from None
         held = self._held.setdefault(job.name, _Held())
         taken: list[tuple[int, int, float]] = []
         try:
