@@ -174,8 +174,14 @@ def test_switching_the_policy_live_changes_later_decisions(browser, server, scre
                    what="the first decisions")
         before = set(p.page.locator(".tabulator-cell[tabulator-field=policy]").all_inner_texts())
         assert before == {"tiresias"}
+        placement = p.page.get_by_label("placement", exact=True)
+        p.page.get_by_label("switch to").select_option("dl2")  # places by its own rules
+        p.wait_for(placement.is_disabled, what="no placement plugin for dl2")
         p.page.get_by_label("switch to").select_option("fifo")
-        p.page.wait_for_selector("text=If you switch", timeout=60_000)  # the forecast comes first
+        p.wait_for(placement.is_enabled, what="a placement plugin offered for fifo")
+        assert placement.input_value() == "(engine's own)"
+        # The forecast comes first.
+        p.page.wait_for_selector("text=If you switch tiresias → fifo now", timeout=60_000)
         p.page.screenshot(path=str(screenshots / "ui-switch-preview.png"), full_page=True)
         p.click("Apply switch")
         p.wait_for(lambda: "fifo" in p.page.locator("text=Engine now").first.inner_text(),

@@ -7,6 +7,7 @@ import pytest
 
 from workbench.clusters import make_cluster, preset
 from workbench.commands.serve import is_loopback, session_locked, token_matches
+from workbench.errors import ConfigError
 from workbench.model import JobSpec, JobState, Place, Resources
 from workbench.sim import SimBackend
 from workbench.ui.data import cluster_cells, cluster_layout, gpu_holders, job_colour
@@ -75,6 +76,28 @@ def test_switch_preview_forecasts_without_touching_the_live_run(store):
     assert set(preview.decisions.policy) <= {"tiresias", "fifo"}
     with pytest.raises(ValueError):
         store.preview_switch("tiresias")
+
+
+def test_switching_to_an_engine_with_a_placement_plugin(store):
+    store.advance(3600)
+    preview = store.preview_switch("tiresias+best-fit", horizon=2 * 3600)
+    assert list(preview.table.policy) == ["tiresias", "tiresias+best-fit"]
+    for bad, named in (("fifo+nope", "'nope'"), ("dl2+fgd", "'dl2'"), ("nope+fgd", "'nope+fgd'")):
+        with pytest.raises((KeyError, ConfigError)) as e:
+            store.preview_switch(bad)
+        assert named in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match="unknown placement plugin 'nope'; known: .*fgd"):
+        store.switch_policy("fifo+nope")
+    assert store.controller.policy.name == "tiresias"
+    n_decisions = len(store.recorder.decisions)
+    store.candidate = "fifo+fgd"  # the store's own candidate takes an engine with a plugin
+    assert store.preview is not None and store.preview.candidate == "fifo+fgd"
+    store.switch_policy("fifo+fgd")
+    store.advance(3 * 3600)
+    assert store.policy == store.controller.policy.name == "fifo+fgd"
+    later = store.recorder.decisions[n_decisions:]
+    assert later and {d.policy for d in later} == {"fifo+fgd"}
+    assert store.recorder.switches[-1][1:] == ("tiresias", "fifo+fgd")
 
 
 def test_what_if_runs_each_engine_to_the_end_on_a_fork(store):

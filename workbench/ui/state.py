@@ -39,7 +39,8 @@ from ..control import Controller
 from ..metrics import FragmentationMeter, fragmented_share, run_metrics
 from ..model import JobState, JobStatus
 from ..policies import available, make_policy
-from ..policies.plugins import workload_of_jobs
+from ..policies.base import placement_engines
+from ..policies.plugins import PLACEMENT_PLUGINS, workload_of_jobs
 from .data import (
     CellPainter,
     ClusterCells,
@@ -164,7 +165,8 @@ class WorkbenchState(param.Parameterized):
         self._finished: list[JobStatus] = []  # newest last
         self._seen_jobs = 0
         self._active_before: dict[str, JobStatus] = {}
-        self.param.candidate.objects = available()
+        self.param.candidate.objects = available() + [
+            f"{e}+{p}" for e in placement_engines() for p in PLACEMENT_PLUGINS]
         self.engine_history: dict[str, list[tuple[float, Any]]] = {}
         self.last_action: dict[str, str] = {}
         self._decision_cursor = 0
@@ -432,11 +434,11 @@ class WorkbenchState(param.Parameterized):
     def switch_policy(self, name: str) -> None:
         """Use engine `name` from the next round on; no job is touched by the switch itself."""
         self._require_control()
-        if name not in available():
-            raise KeyError(f"unknown engine {name!r}; available: {', '.join(available())}")
+        new = _engine(name)
+        name = new.name
         if name == self.controller.policy.name and self.controller._pending_switch is None:
             return
-        self.controller.switch(make_policy(name))
+        self.controller.switch(new)
         self.engine_history = {}
         now = self.backend.now
         when = f"{self.hours(now):.2f} h" if self.simulated else \
@@ -466,10 +468,10 @@ class WorkbenchState(param.Parameterized):
         if not self.simulated:
             raise TypeError("a switch preview needs the simulator (it forks the state)")
         cur = self.controller.policy
+        new = _engine(name)
+        name = new.name
         if name == cur.name:
             raise ValueError(f"{name} is already the engine scheduling now")
-        if name not in available():
-            raise KeyError(f"unknown engine {name!r}; available: {', '.join(available())}")
         horizon = float(horizon or self.preview_horizon)
         try:
             keep = copy.deepcopy(cur)  # keeps the engine's learning state
@@ -481,7 +483,7 @@ class WorkbenchState(param.Parameterized):
 
         def run() -> SwitchPreview:
             t0 = time.perf_counter()
-            runs = Controller(base, keep).what_if({cur.name: keep, name: make_policy(name)},
+            runs = Controller(base, keep).what_if({cur.name: keep, name: new},
                                                   until=start + horizon)
             rows, outcomes, decisions = [], {}, []
             for label, twin in runs.items():
@@ -697,6 +699,14 @@ class WorkbenchState(param.Parameterized):
 
 
 # ---- helpers --------------------------------------------------------------------------------
+
+
+def _engine(name: str):
+    """A fresh engine `name` (`fifo`, or `fifo+fgd` with a placement plugin); a one-line
+    KeyError (unknown engine) or ConfigError (unknown plugin, or an engine that takes none)."""
+    if name.partition("+")[0] not in available():
+        raise KeyError(f"unknown engine {name!r}; available: {', '.join(available())}")
+    return make_policy(name)
 
 
 def _time_origin(backend) -> float:

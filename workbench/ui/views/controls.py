@@ -16,6 +16,8 @@ import panel as pn
 from ...clusters import PRESETS
 from ...errors import ConfigError
 from ...policies import available
+from ...policies.base import placement_engines
+from ...policies.plugins import PLACEMENT_PLUGINS
 from ..state import WorkbenchState
 from ._base import View
 
@@ -72,6 +74,7 @@ def one_line(e: BaseException) -> str:
 
 
 BACKENDS = ("simulated", "Kubernetes")
+OWN_PLACEMENT = "(engine's own)"
 
 
 class ControlsView(View):
@@ -100,8 +103,12 @@ class ControlsView(View):
         self.speed.param.watch(self._speed, "value")
 
         self.engine = pn.pane.Markdown("", margin=(0, 10))
-        self.candidate = pn.widgets.Select(label="switch to", options=[""] + available(), width=290)
+        self.candidate = pn.widgets.Select(label="switch to", options=[""] + available(), width=140)
+        self.placement = pn.widgets.Select(label="placement",
+                                           options=[OWN_PLACEMENT, *PLACEMENT_PLUGINS],
+                                           width=140, disabled=True)
         self.candidate.param.watch(self._consider, "value")
+        self.placement.param.watch(self._consider, "value")
         self.preview_text = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
         self.preview_table = pn.widgets.Tabulator(
             pd.DataFrame(), show_index=False, disabled=True, visible=False,
@@ -157,7 +164,8 @@ class ControlsView(View):
         self.panel = pn.Column(
             self.lock_note, self.clock,
             pn.Row(self.play, self.step, self.to_end), self.speed,
-            pn.layout.Divider(), self.engine, self.candidate, self.preview_text,
+            pn.layout.Divider(), self.engine, pn.Row(self.candidate, self.placement),
+            self.preview_text,
             pn.Row(self.apply, self.cancel), self.preview_table, self.preview_changes,
             pn.layout.Divider(), self.backend_card,
             self.message, sizing_mode="stretch_width", name="Controls")
@@ -188,7 +196,7 @@ class ControlsView(View):
             if not self.may_change:
                 raise PermissionError("read-only session: changing this cluster needs the token")
             action(*args)
-        except (PermissionError, KeyError, ValueError, TypeError) as e:
+        except (PermissionError, KeyError, ValueError, TypeError, ConfigError) as e:
             self.message.object = f"**Not done:** {e}"
         self.after_action()
 
@@ -204,10 +212,21 @@ class ControlsView(View):
         if self.play.value != self.state.running:
             self.play.value = self.state.running
 
+    @property
+    def choice(self) -> str:
+        """The engine chosen to switch to, with its placement plugin if one is chosen."""
+        engine, plugin = self.candidate.value, self.placement.value
+        return f"{engine}+{plugin}" if engine and plugin != OWN_PLACEMENT else engine
+
     async def _consider(self, event) -> None:
         import asyncio
 
-        name = event.new
+        takes = self.candidate.value in placement_engines()
+        self.placement.disabled = not takes
+        if not takes and self.placement.value != OWN_PLACEMENT:
+            self.placement.value = OWN_PLACEMENT  # its watcher considers the choice again
+            return
+        name = self.choice
         self.preview = None
         self._show_preview(None)
         if not name:
@@ -228,7 +247,7 @@ class ControlsView(View):
         except Exception as e:  # noqa: BLE001 - shown to the user, the console carries on
             self.preview_text.object = f"forecast failed: {e}"
             return
-        if self.candidate.value == name:  # still the one asked about
+        if self.choice == name:  # still the one asked about
             self.preview = preview
             self._show_preview(preview)
 
@@ -250,7 +269,7 @@ class ControlsView(View):
         self.cancel.disabled = False
 
     def _apply(self, _event) -> None:
-        name = self.candidate.value
+        name = self.choice
         if name:
             self._guard(self.state.switch_policy, name)
         self._reset_candidate()
