@@ -155,10 +155,10 @@ class TiresiasPolicy(Policy):
     # ---- a round ------------------------------------------------------------------------
 
     def ranked(self, state: ClusterState, skip: set[str], left: list[JobStatus]
-               ) -> Iterator[tuple[bool, list]]:
+               ) -> Iterator[tuple[bool, list[Ranked] | JobStatus]]:
         """Placed and waiting jobs in 2D-LAS order (queue, arrival, name), lazily: a round
-        walks only as far as the GPUs go, not the whole of a long queue. Yields (True, run of
-        ranked entries of placed jobs) and (False, [a waiting job])."""
+        walks only as far as the GPUs go, not the whole of a long queue. Yields (True, a run of
+        ranked entries of placed jobs) and (False, a waiting job)."""
         thresholds, placed = self.queue_thresholds, self._view.placed
         for q in range(len(thresholds) + 1):
             i, n = bisect.bisect_left(placed, (q,)), bisect.bisect_left(placed, (q + 1,))
@@ -170,7 +170,7 @@ class TiresiasPolicy(Policy):
                 i = bisect.bisect_left(placed, (q, job.spec.arrival, job.name), i, n)
                 if i > start:
                     yield True, placed[start:i]
-                yield False, [job]
+                yield False, job
             if i < n:
                 yield True, placed[i:n]
 
@@ -206,8 +206,9 @@ class TiresiasPolicy(Policy):
         starting: list[JobStatus] = []  # waiting jobs chosen to start
         used = 0.0
         now = state.now
-        for is_placed, run in self.ranked(state, rejected, left):
+        for is_placed, item in self.ranked(state, rejected, left):
             if is_placed:
+                run = item
                 whole = sum(p[4] for p in run)
                 if used + whole <= capacity + 1e-9:  # typical: the whole run keeps its GPUs
                     kept.append(run)
@@ -222,7 +223,7 @@ class TiresiasPolicy(Policy):
                     kept.append(fits)
                     n_kept += len(fits)
             else:
-                job = run[0]
+                job = item
                 need = job.spec.worker_demand.gpu * job.spec.initial_workers
                 if used + need <= capacity + 1e-9:
                     starting.append(job)
