@@ -15,18 +15,17 @@ MAX_WAIT_REASONS = 200  # reasons beyond this many queued jobs are summarised, f
 # not every round (long traces keep thousands of jobs queued, most of a few shapes).
 _VERDICTS: dict[tuple, str | None] = {}
 _UNKNOWN = object()
-_SIGNATURES: dict[bytes, tuple] = {}  # the arrays' bytes -> signature: asked every round
+_LAST_SIGNATURE: tuple[bytes, tuple] = (b"", ())  # asked every round, of the same cluster
 
 
 def cluster_signature(state: ClusterState) -> tuple:
+    global _LAST_SIGNATURE
     key = state.node_up.tobytes() + state.capacity.tobytes()
-    signature = _SIGNATURES.get(key)
-    if signature is None:
+    last_key, signature = _LAST_SIGNATURE
+    if key != last_key:
         up = state.capacity[state.node_up]
         signature = tuple(up.sum(axis=0).round(6)) + tuple(up.max(axis=0, initial=0).round(6))
-        if len(_SIGNATURES) > 1000:
-            _SIGNATURES.clear()
-        _SIGNATURES[key] = signature
+        _LAST_SIGNATURE = (key, signature)
     return signature
 
 
