@@ -256,8 +256,7 @@ class WorkbenchState(param.Parameterized):
         nothing of this store, so it may run in a worker thread: connecting can take seconds)."""
         self._require_control()
         name = policy or self.policy
-        if name.partition("+")[0] not in available():
-            raise KeyError(f"unknown engine {name!r}; available: {', '.join(available())}")
+        _require_known(name)
 
         def run() -> WorkbenchState:
             return WorkbenchState.from_kubeconfig(kubeconfig or None, name, context=context or None,
@@ -701,11 +700,16 @@ class WorkbenchState(param.Parameterized):
 # ---- helpers --------------------------------------------------------------------------------
 
 
+def _require_known(name: str) -> None:
+    """A one-line KeyError unless `name`'s engine (before any `+plugin`) is registered."""
+    if name.partition("+")[0] not in available():
+        raise KeyError(f"unknown engine {name!r}; available: {', '.join(available())}")
+
+
 def _engine(name: str):
     """A fresh engine `name` (`fifo`, or `fifo+fgd` with a placement plugin); a one-line
     KeyError (unknown engine) or ConfigError (unknown plugin, or an engine that takes none)."""
-    if name.partition("+")[0] not in available():
-        raise KeyError(f"unknown engine {name!r}; available: {', '.join(available())}")
+    _require_known(name)
     return make_policy(name)
 
 
