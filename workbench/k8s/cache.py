@@ -32,7 +32,7 @@ from ..model import ClusterState, JobKind, JobSpec, JobState, JobStatus, Node, P
 from . import labels
 from .emulator import node_from_k8s
 from .quantity import GIB, parse_quantity
-from .rest import Rest
+from .rest import Rest, event_batches
 
 log = logging.getLogger("workbench.k8s.cache")
 
@@ -146,13 +146,9 @@ class Informer(threading.Thread):
             timeout=(10, self.timeout_seconds + 30), stream=True)
         self._response = resp
         try:
-            buffer = b""
-            for chunk in resp.stream(amt=None, decode_content=False):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        self._handle(json.loads(line))
+            for events in event_batches(resp):
+                for event in events:
+                    self._handle(event)
                 if self.stop_event.is_set() or self._force_version is not None:
                     return
         finally:

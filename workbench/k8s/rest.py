@@ -75,15 +75,21 @@ class Rest:
             "timeoutSeconds": timeout_seconds, "allowWatchBookmarks": "true", **query},
             timeout=(10, timeout_seconds + 30), stream=True)
         try:
-            buffer = b""
-            for chunk in resp.stream(amt=None, decode_content=False):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
+            for events in event_batches(resp):
+                yield from events
         finally:
             resp.release_conn()
+
+
+def event_batches(resp) -> Iterator[list[dict]]:
+    """The events of a streamed watch response, one list per chunk read (often empty), so a
+    reader can check whether to stop between chunks and not only when an event comes."""
+    buffer = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        buffer += chunk
+        lines = buffer.split(b"\n")
+        buffer = lines.pop()  # an incomplete last line waits for the next chunk
+        yield [json.loads(line) for line in lines if line.strip()]
 
 
 def client_from_kubeconfig(path: str | Path, pool_size: int = 32,
