@@ -5,6 +5,7 @@ Screenshots go to $WORKBENCH_SCREENSHOTS (default: pytest's tmp dir)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -267,23 +268,17 @@ def test_a_notebook_cell_renders_the_app_with_no_internet(browser, tmp_path, scr
         page.close()
 
 
-def test_the_jupyterlab_launcher_opens_the_app(browser, tmp_path, screenshots):
-    """JupyterLab with the server-proxy entry point the installed package declares
-    (pyproject.toml): the Launcher's "Scheduling Workbench" card opens the app in a tab."""
-    pytest.importorskip("jupyter_server_proxy")
-    pytest.importorskip("jupyterlab")
-    from importlib.metadata import entry_points
-
-    assert [e.value for e in entry_points(group="jupyter_serverproxy_servers")
-            if e.name == "workbench"] == ["workbench.ui.jupyter:setup_workbench"]
+@contextlib.contextmanager
+def _jupyterlab(root: Path, *extra: str, env: dict | None = None):
+    """JupyterLab serving `root` on a free port until the block ends; yields its /lab URL
+    with the token."""
     port, token = _free_port(), "workbench-test"
     lab = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         "--allow-root", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
-         f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    page = browser.new_page(viewport={"width": 1500, "height": 1000})
+         "--allow-root", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         f"--LabApp.workspaces_dir={root / 'workspaces'}", *extra],
+        cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -294,23 +289,39 @@ def test_the_jupyterlab_launcher_opens_the_app(browser, tmp_path, screenshots):
                 if time.monotonic() > deadline or lab.poll() is not None:
                     raise RuntimeError("JupyterLab did not start") from None
                 time.sleep(0.5)
-        page.goto(f"http://127.0.0.1:{port}/lab?reset&token={token}")  # a fresh workspace
-        card = page.locator(".jp-LauncherCard", has_text="Scheduling Workbench")
-        card.wait_for(timeout=120_000)
-        card.click()
-        app = page.frame_locator("iframe").first
-        app.locator(".bk-tab", has_text="Cluster").first.wait_for(timeout=120_000)
-        app.get_by_role("button", name="Step", exact=True).click()
-        app.locator("text=/[1-9][0-9]* running/").first.wait_for(timeout=30_000)  # it schedules
-        time.sleep(1.0)
-        page.screenshot(path=str(screenshots / "ui-jupyterlab.png"))
+        yield f"http://127.0.0.1:{port}/lab?token={token}"
     finally:
-        page.close()
         os.killpg(lab.pid, 15)  # the server and the app it started behind the proxy
         try:
             lab.wait(15)
         except subprocess.TimeoutExpired:
             os.killpg(lab.pid, 9)
+
+
+def test_the_jupyterlab_launcher_opens_the_app(browser, tmp_path, screenshots):
+    """JupyterLab with the server-proxy entry point the installed package declares
+    (pyproject.toml): the Launcher's "Scheduling Workbench" card opens the app in a tab."""
+    pytest.importorskip("jupyter_server_proxy")
+    pytest.importorskip("jupyterlab")
+    from importlib.metadata import entry_points
+
+    assert [e.value for e in entry_points(group="jupyter_serverproxy_servers")
+            if e.name == "workbench"] == ["workbench.ui.jupyter:setup_workbench"]
+    with _jupyterlab(tmp_path) as url:
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        try:
+            page.goto(f"{url}&reset")  # a fresh workspace
+            card = page.locator(".jp-LauncherCard", has_text="Scheduling Workbench")
+            card.wait_for(timeout=120_000)
+            card.click()
+            app = page.frame_locator("iframe").first
+            app.locator(".bk-tab", has_text="Cluster").first.wait_for(timeout=120_000)
+            app.get_by_role("button", name="Step", exact=True).click()
+            app.locator("text=/[1-9][0-9]* running/").first.wait_for(timeout=30_000)  # it schedules
+            time.sleep(1.0)
+            page.screenshot(path=str(screenshots / "ui-jupyterlab.png"))
+        finally:
+            page.close()
 
 
 def test_the_jupyterlab_extension_opens_the_app_in_a_main_area_tab(browser, tmp_path, screenshots):
@@ -326,42 +337,22 @@ def test_the_jupyterlab_extension_opens_the_app_in_a_main_area_tab(browser, tmp_
     config = tmp_path / "jupyter_server_config.py"
     config.write_text("from workbench.ui.jupyter import setup_workbench\n"
                       "c.ServerProxy.servers = {'workbench': setup_workbench()}\n")
-    port, token = _free_port(), "workbench-test"
     env = {**os.environ, "JUPYTER_PATH": str(jupyter_path)}
-    lab = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         "--allow-root", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}",
-         f"--config={config}", f"--LabApp.workspaces_dir={tmp_path / 'workspaces'}"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
-    page = browser.new_page(viewport={"width": 1500, "height": 1000})
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                if time.monotonic() > deadline or lab.poll() is not None:
-                    raise RuntimeError("JupyterLab did not start") from None
-                time.sleep(0.5)
-        page.goto(f"http://127.0.0.1:{port}/lab?reset&token={token}")
-        cards = page.locator(".jp-LauncherCard", has_text="Scheduling Workbench")
-        cards.first.wait_for(timeout=120_000)
-        time.sleep(2)
-        assert cards.count() == 1  # the extension's card; the proxy then adds none
-        cards.first.click()
-        page.locator(".jp-WorkbenchPanel").wait_for(timeout=30_000)
-        app = page.frame_locator(".jp-WorkbenchPanel iframe")
-        app.locator(".bk-tab", has_text="Cluster").first.wait_for(timeout=120_000)
-        page.screenshot(path=str(screenshots / "ui-jupyterlab-extension.png"))
-    finally:
-        page.close()
-        os.killpg(lab.pid, 15)
+    with _jupyterlab(tmp_path, f"--config={config}", env=env) as url:
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
         try:
-            lab.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(lab.pid, 9)
+            page.goto(f"{url}&reset")
+            cards = page.locator(".jp-LauncherCard", has_text="Scheduling Workbench")
+            cards.first.wait_for(timeout=120_000)
+            time.sleep(2)
+            assert cards.count() == 1  # the extension's card; the proxy then adds none
+            cards.first.click()
+            page.locator(".jp-WorkbenchPanel").wait_for(timeout=30_000)
+            app = page.frame_locator(".jp-WorkbenchPanel iframe")
+            app.locator(".bk-tab", has_text="Cluster").first.wait_for(timeout=120_000)
+            page.screenshot(path=str(screenshots / "ui-jupyterlab-extension.png"))
+        finally:
+            page.close()
 
 
 def test_fragmentation_over_time_and_per_node_for_an_engine_with_fgd(browser, tmp_path, screenshots):
