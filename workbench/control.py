@@ -132,7 +132,13 @@ class Controller:
         """Use `policy` from the next round on. Jobs keep their placements and progress."""
         self._pending_switch = policy
 
-    def _take_switch(self) -> None:
+    @property
+    def pending_switch(self) -> Policy | None:
+        """The engine asked for by `switch` that has not taken over yet."""
+        return self._pending_switch
+
+    def switch_now(self) -> None:
+        """Let a pending switch take effect now rather than at the next round."""
         if self._pending_switch is not None:
             new = self._pending_switch
             self._pending_switch = None
@@ -173,7 +179,7 @@ class Controller:
     _last_state: ClusterState | None = None
 
     def _quiet_restarts(self) -> bool:
-        return self.policy.quiet_restarts and hasattr(self.backend, "next_decision_time")
+        return self.policy.quiet_restarts
 
     def _next_round_after_quiet_events(self, until: float | None = None) -> float | None:
         """The next round's time, first playing out events that need no decision (a restart
@@ -182,8 +188,9 @@ class Controller:
             t = self.next_round_time()
             if not self._quiet_restarts():
                 return t
-            ev = self.backend.next_event_time()
+            # decisive first: on a wall clock a later reading is never earlier, so not "quiet"
             decisive = self.backend.next_decision_time()
+            ev = self.backend.next_event_time()
             quiet = ev is not None and (decisive is None or ev < decisive)
             if until is not None and quiet and ev > until:
                 return t if t is not None else ev  # run() stops at `until`; not a stall
@@ -193,7 +200,7 @@ class Controller:
 
     def step(self) -> RoundReport | None:
         """Run one scheduling round (advancing the clock to it). None when the run is over."""
-        self._take_switch()
+        self.switch_now()
         if self.backend.done():
             return None
         t = self._next_round_after_quiet_events()
@@ -205,7 +212,7 @@ class Controller:
 
     def round(self) -> RoundReport:
         """Observe, decide, apply, record, at the backend's current time."""
-        self._take_switch()
+        self.switch_now()
         policy = self.policy  # the round is this engine's, even if a switch lands meanwhile
         t0 = time.perf_counter()
         state = self.backend.observe()
@@ -226,21 +233,12 @@ class Controller:
                            time.perf_counter() - t0, waits)
 
     def _newly_finished(self) -> list:
-        log = getattr(self.backend, "finished", None)
-        if log is not None:  # the backend keeps a log of finished jobs: read only what is new
-            new = log[self._finished_seen:]
-            self._finished_seen = len(log)
-            self._known_finished.update(j.name for j in new)
-            return new
-        jobs = getattr(self.backend, "jobs", {})
-        out = []
-        if len(self._known_finished) + len(getattr(self.backend, "active", {})) == len(jobs):
-            return out
-        for name, job in jobs.items():
-            if job.state.finished and name not in self._known_finished:
-                self._known_finished.add(name)
-                out.append(job)
-        return out
+        """Jobs that finished since the last call, read from the backend's log of them."""
+        log = self.backend.finished
+        new = log[self._finished_seen:]
+        self._finished_seen = len(log)
+        self._known_finished.update(j.name for j in new)
+        return new
 
     def run(self, until: float | None = None, progress: Callable[[float], None] | None = None,
             max_rounds: int | None = None) -> None:

@@ -37,7 +37,7 @@ from typing import Self
 import numpy as np
 from kubernetes.client.exceptions import ApiException
 
-from ..backend import Outcome
+from ..backend import Outcome, refusal
 from ..errors import ConfigError
 from ..model import (
     GPU,
@@ -54,7 +54,6 @@ from ..model import (
     Scale,
     Suspend,
     Wait,
-    count_problem,
     describe_placement,
     placement_need,
     total,
@@ -342,6 +341,13 @@ class K8sBackend:
         if self.cache.decisive != self._observed:
             times.append(now)
         return max(min(times), now)
+
+    def next_decision_time(self) -> float | None:
+        """Every change on a live cluster may matter to a decision."""
+        return self.next_event_time()
+
+    def pending_arrivals(self) -> int:
+        return len(self._deferred)
 
     def done(self) -> bool:
         if self.serve or self._deferred or self._submitted or self._future_arrivals:
@@ -659,6 +665,8 @@ class K8sBackend:
     def _apply_one(self, action: Action, used: np.ndarray) -> str | _Gang:
         job = self._tracked_by_name(action.job)
         st = job.status
+        if (why := refusal(st, action, binding=job.plan is not None)) is not None:
+            raise _Refused(why)
         if isinstance(action, Wait):
             st.reason = action.reason
             self._explain(job, "Waiting", action.reason, pending_only=True, warning=True)
@@ -671,16 +679,12 @@ class K8sBackend:
             self._reject(job, action.reason, used)
             return ""
         if isinstance(action, Suspend):
-            if not st.state.placed:
-                raise _Refused(f"{st.name}: not placed, nothing to suspend")
             self._release(job, used)
             self._restart(job, action.reason, "Preempted")
             return ""
         if isinstance(action, Place):
             return self._place(job, action, used)
-        if isinstance(action, (Scale, Migrate)):
-            return self._reshape(job, action, used)
-        raise _Refused(f"{st.name}: unknown action {type(action).__name__}")
+        return self._reshape(job, action, used)  # Scale or Migrate: refusal() let no other through
 
     def _tracked_by_name(self, name: str) -> _Job:
         job = self._by_name.get(name)
@@ -701,18 +705,9 @@ class K8sBackend:
             need[i] = add
         return need
 
-    def _check_counts(self, st: JobStatus, workers: Placement, ps: Placement) -> None:
-        if (problem := count_problem(st.spec, workers, ps)) is not None:
-            raise _Refused(problem)
-
     def _place(self, job: _Job, a: Place, used: np.ndarray) -> str | _Gang:
         st = job.status
-        if st.state not in (JobState.PENDING, JobState.HOLDING) or job.plan is not None:
-            raise _Refused(f"{st.name}: already {st.state.value}")
         if a.partial:
-            w, p = st.num_workers + total(a.workers), st.num_ps + total(a.ps)
-            if w > st.spec.initial_workers or p > st.spec.num_ps:
-                raise _Refused(f"{st.name}: more pods than the job has")
             need = self._need(job, a.workers, a.ps, used)
             tasks = self._tasks(job, a.workers, a.ps)
             used += need
@@ -720,9 +715,6 @@ class K8sBackend:
             st.target_workers, st.target_ps = st.spec.initial_workers, st.spec.num_ps
             st.reason = a.reason
             return _Gang(job, a, tasks, need, "")
-        if st.state is JobState.HOLDING:
-            raise _Refused(f"{st.name}: holding a partial placement; use partial placement")
-        self._check_counts(st, a.workers, a.ps)
         need = self._need(job, a.workers, a.ps, used)
         used += need
         job.partial = False
@@ -774,11 +766,6 @@ class K8sBackend:
 
     def _reshape(self, job: _Job, a: Scale | Migrate, used: np.ndarray) -> str:
         st = job.status
-        if not st.state.placed or st.state is JobState.HOLDING:
-            raise _Refused(f"{st.name}: not running, cannot {type(a).__name__.lower()}")
-        self._check_counts(st, a.workers, a.ps)
-        if isinstance(a, Migrate) and (total(a.workers), total(a.ps)) != (st.num_workers, st.num_ps):
-            raise _Refused(f"{st.name}: a migration keeps the task counts; use Scale")
         # A job at its end is not re-created: deleting its pods would race their Succeeded.
         if st.progress >= st.spec.total_work * 0.999 or any(
                 p.get("status", {}).get("phase") == "Succeeded" for p in job.bound_pods):

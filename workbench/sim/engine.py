@@ -27,7 +27,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..backend import Outcome
+from ..backend import Outcome, VirtualClock, refusal
 from ..model import (
     CPU,
     GPU,
@@ -46,7 +46,6 @@ from ..model import (
     Scale,
     Suspend,
     Wait,
-    count_problem,
     describe_placement,
     merge_placements,
     placement_need,
@@ -144,6 +143,7 @@ class SimBackend:
         self._totals: tuple[float, float, float, float] | None = None  # for _accumulate_usage
         self._capacity_totals: tuple[float, float] | None = None
         self.events: list[tuple[float, str, str]] = []  # (time, kind, subject) of faults
+        self.clock = VirtualClock()
 
     # ---- Backend protocol ---------------------------------------------------------------
 
@@ -229,6 +229,16 @@ class SimBackend:
             except _Refused as r:
                 outcomes.append(Outcome(action, False, str(r)))
         return outcomes
+
+    def interrupt(self) -> None:
+        """Nothing to wake: the simulator's `advance` never waits."""
+
+    def close(self) -> None:
+        """Nothing to let go of."""
+
+    def gpu_holders(self) -> dict[str, list[tuple[int, int, float]]]:
+        """Per job, the GPUs it holds as (node index, GPU index, amount)."""
+        return {name: h.gpus for name, h in self._held.items() if h.gpus}
 
     def fork(self) -> "SimBackend":
         """An independent copy for what-if runs (shares the read-only perf model)."""
@@ -424,6 +434,8 @@ class SimBackend:
         job = self.active.get(action.job)
         if job is None:
             raise _Refused(f"{action.job}: no such active job")
+        if (why := refusal(job, action)) is not None:
+            raise _Refused(why)
         if isinstance(action, Wait):
             job.reason = action.reason
             return ""
@@ -444,8 +456,6 @@ class SimBackend:
             self.finished.append(job)
             return ""
         if isinstance(action, Suspend):
-            if not job.state.placed:
-                raise _Refused(f"{job.name}: not placed, nothing to suspend")
             self._sync(job)
             self._release(job)
             job.state = JobState.PENDING
@@ -454,33 +464,18 @@ class SimBackend:
             return ""
         if isinstance(action, Place):
             return self._place(job, action)
-        if isinstance(action, (Scale, Migrate)):
-            return self._reshape(job, action)
-        raise _Refused(f"{job.name}: unknown action {type(action).__name__}")
-
-    def _check_counts(self, job: JobStatus, workers: Placement, ps: Placement) -> None:
-        if (problem := count_problem(job.spec, workers, ps)) is not None:
-            raise _Refused(problem)
+        return self._reshape(job, action)  # Scale or Migrate: refusal() let no other through
 
     def _place(self, job: JobStatus, a: Place) -> str:
-        if job.state not in (JobState.PENDING, JobState.HOLDING):
-            raise _Refused(f"{job.name}: already {job.state.value}")
         if a.partial:
-            w = job.num_workers + total(a.workers)
-            p = job.num_ps + total(a.ps)
-            if w > job.spec.initial_workers or p > job.spec.num_ps:
-                raise _Refused(f"{job.name}: more pods than the job has")
             self._allocate(job, a.workers, a.ps)
             job.target_workers, job.target_ps = job.spec.initial_workers, job.spec.num_ps
             job.reason = a.reason
-            if w == job.target_workers and p == job.target_ps:
+            if job.num_workers == job.target_workers and job.num_ps == job.target_ps:
                 self._begin_restart(job)
             else:
                 job.state = JobState.HOLDING
             return ""
-        if job.state is JobState.HOLDING:
-            raise _Refused(f"{job.name}: holding a partial placement; use partial placement")
-        self._check_counts(job, a.workers, a.ps)
         self._allocate(job, a.workers, a.ps)
         job.target_workers, job.target_ps = total(a.workers), total(a.ps)
         job.reason = a.reason
@@ -491,11 +486,6 @@ class SimBackend:
         return describe_placement(a.workers, a.ps)
 
     def _reshape(self, job: JobStatus, a: Scale | Migrate) -> str:
-        if not job.state.placed or job.state is JobState.HOLDING:
-            raise _Refused(f"{job.name}: not running, cannot {type(a).__name__.lower()}")
-        self._check_counts(job, a.workers, a.ps)
-        if isinstance(a, Migrate) and (total(a.workers), total(a.ps)) != (job.num_workers, job.num_ps):
-            raise _Refused(f"{job.name}: a migration keeps the task counts; use Scale")
         self._sync(job)
         old_w, old_p = dict(job.workers), dict(job.ps)
         self._release(job)
