@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from workbench.k8s.controlplane import find_binaries
+from workbench.k8s.local.build import find_binaries
 
 
 def need_binaries() -> None:

@@ -20,7 +20,7 @@ from k8s_helpers import until as _until
 
 from workbench.control import Controller
 from workbench.k8s import labels
-from workbench.k8s.controlplane import LocalCluster
+from workbench.k8s.local.cluster import LocalCluster
 from workbench.model import JobSpec, JobState, Place, Resources
 from workbench.perf import default_perf
 from workbench.policies import available, make_policy
@@ -158,7 +158,7 @@ def test_k8s_names_and_progress_reports():
 
 def test_node_view_counts_bound_pods_of_any_scheduler():
     from workbench.k8s.cache import NodeView, pod_demand
-    from workbench.k8s.emulator import node_manifest
+    from workbench.k8s.local.emulator import node_manifest
     from workbench.model import Node
 
     nodes = [node_manifest(Node(f"n{i}", 32, 128, 4, rack=f"r{i % 2}")) for i in range(3)]

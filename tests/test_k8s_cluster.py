@@ -19,8 +19,9 @@ from k8s_helpers import need_binaries as _need_binaries
 from k8s_helpers import until as _until
 
 from workbench.k8s import labels
-from workbench.k8s.controlplane import LocalCluster, _proc_start, down, up
-from workbench.k8s.emulator import _gang_size, job_spec_from_pods, node_from_k8s, node_manifest
+from workbench.k8s.cache import node_from_k8s, spec_from_pods
+from workbench.k8s.local.cluster import LocalCluster, _proc_start, down, up
+from workbench.k8s.local.emulator import _gang_size, node_manifest
 from workbench.k8s.quantity import parse_quantity
 from workbench.model import JobKind, Node
 
@@ -85,7 +86,7 @@ def test_job_spec_from_pod_annotations():
             "spec": {"containers": [{"name": "m", "resources": {
                 "requests": {"cpu": "2", "memory": "4Gi", labels.GPU_RESOURCE: "1"}}}]}}
     pods = [pod("worker"), pod("ps")]
-    spec = job_spec_from_pods("ns", "j", pods)
+    spec = spec_from_pods("ns/j", pods, arrival=0.0)
     assert spec.kind == JobKind.PS and spec.num_ps == 1 and spec.initial_workers == 2
     assert spec.total_work == 1000 and spec.batch_size == 64
     assert spec.worker_demand.gpu == 1 and spec.worker_demand.mem == 4
@@ -157,7 +158,7 @@ def test_deleting_a_running_pod_completes_without_kubelet(cluster):
 
 @pytest.mark.integration
 def test_training_job_reports_progress_and_the_job_controller_sees_it_finish(cluster):
-    from workbench.k8s.emulator import iteration_rate
+    from workbench.k8s.local.emulator import iteration_rate
     from workbench.model import JobSpec
 
     rest = cluster.rest
@@ -243,7 +244,7 @@ def test_cli_up_status_down(tmp_path):
 
 @pytest.mark.integration
 def test_node_marked_down_goes_not_ready_and_comes_back(cluster):
-    from workbench.k8s.emulator import NODE_DOWN
+    from workbench.k8s.local.emulator import NODE_DOWN
 
     rest = cluster.rest
 

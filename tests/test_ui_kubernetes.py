@@ -27,7 +27,7 @@ import pytest
 from k8s_helpers import fresh_namespace, until
 from k8s_helpers import need_binaries as _need_binaries
 
-from workbench.k8s.controlplane import LocalCluster
+from workbench.k8s.local.cluster import LocalCluster
 from workbench.model import JobSpec
 from workbench.perf import default_perf
 from workbench.traces import synthetic_workload

@@ -155,7 +155,8 @@ def _rates(watch: BindWatch, started: float, finished: float | None, n: int) -> 
 
 
 def _kube_scheduler(cluster, qps: float | None, namespace: str, n: int, timeout: float) -> dict:
-    from ..k8s.controlplane import _free_port, find_binaries
+    from ..k8s.local.build import find_binaries
+    from ..k8s.local.cluster import _free_port
 
     rest = cluster.rest
     _namespace(rest, namespace)
@@ -248,7 +249,7 @@ def _workbench(cluster, engine: str, namespace: str, n: int, gang: int, threads:
 
 def run(args) -> int:
     from ..errors import ConfigError
-    from ..k8s.controlplane import LocalCluster
+    from ..k8s.local.cluster import LocalCluster
 
     if args.pods < 1 or args.nodes < 1 or args.gang < 1 or args.threads < 1:
         raise ConfigError("--pods, --nodes, --gang and --threads must be positive")

@@ -1,5 +1,5 @@
 """`workbench cluster build|up|down|status`: a real local Kubernetes control plane with
-emulated GPU nodes (see `workbench.k8s.controlplane`)."""
+emulated GPU nodes (see `workbench.k8s.local`)."""
 
 from __future__ import annotations
 
@@ -54,10 +54,10 @@ def _say(msg: str) -> None:
 
 
 def _build(args) -> int:
-    from ..k8s import controlplane
+    from ..k8s.local.build import build
 
     t0 = time.monotonic()
-    paths = controlplane.build(args.bin_dir, force=args.force, progress=_say, jobs=args.jobs,
+    paths = build(args.bin_dir, force=args.force, progress=_say, jobs=args.jobs,
                                clean=args.clean)
     _say(f"ready in {time.monotonic() - t0:.1f} s: "
          + ", ".join(f"{k}={v}" for k, v in paths.items()))
@@ -65,9 +65,9 @@ def _build(args) -> int:
 
 
 def _up(args) -> int:
-    from ..k8s import controlplane
+    from ..k8s.local.cluster import up
 
-    cluster = controlplane.up(
+    cluster = up(
         args.dir, nodes=args.nodes, gpus_per_node=args.gpus_per_node, cpus=args.cpus,
         mem=args.mem, racks=args.racks, gpu_model=args.gpu_model, speed=args.speed,
         api_qps=args.api_qps, scheduler=not args.no_scheduler, bin_dir=args.bin_dir,
@@ -80,17 +80,17 @@ def _up(args) -> int:
 
 
 def _down(args) -> int:
-    from ..k8s import controlplane
+    from ..k8s.local.cluster import down
 
-    stopped = controlplane.down(args.dir)
+    stopped = down(args.dir)
     _say(f"stopped {', '.join(stopped)}" if stopped else "nothing was running")
     return 0
 
 
 def _status(args) -> int:
-    from ..k8s import controlplane
+    from ..k8s.local.cluster import status
 
-    info = controlplane.status(args.dir)
+    info = status(args.dir)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0 if info else 1

@@ -28,15 +28,36 @@ from dataclasses import dataclass, field
 import numpy as np
 from kubernetes.client.exceptions import ApiException
 
+from ..errors import ConfigError
 from ..model import ClusterState, JobKind, JobSpec, JobState, JobStatus, Node, Placement, Resources
 from . import labels
-from .emulator import node_from_k8s
 from .quantity import GIB, parse_quantity
 from .rest import Rest, event_batches
 
 log = logging.getLogger("workbench.k8s.cache")
 
 TERMINAL = ("Succeeded", "Failed")
+
+
+class Clock:
+    """Seconds on a sped-up clock: Unix time, running `speed` times faster from start (the
+    backend's clock, and the node emulator's, so the two agree on a fast emulated cluster)."""
+
+    def __init__(self, speed: float = 1.0) -> None:
+        if speed <= 0:
+            raise ConfigError(f"speed must be > 0, got {speed}")
+        self.speed = speed
+        self.origin = time.time()
+        self.mono0 = time.monotonic()
+
+    def now(self) -> float:
+        return self.origin + (time.monotonic() - self.mono0) * self.speed
+
+    def from_unix(self, t: float) -> float:
+        return self.origin + (t - self.origin) * self.speed
+
+    def real(self, seconds: float) -> float:
+        return seconds / self.speed
 
 
 # ---- informers -------------------------------------------------------------------------------
@@ -344,6 +365,17 @@ def node_schedulable(node: dict) -> bool:
     return node_ready(node)
 
 
+def node_from_k8s(obj: dict) -> Node:
+    """The model `Node` a Kubernetes Node object describes (capacity and workbench labels)."""
+    meta, status = obj["metadata"], obj.get("status", {})
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    lab = meta.get("labels") or {}
+    return Node(name=meta["name"], cpus=parse_quantity(alloc.get("cpu", "0")),
+                mem=parse_quantity(alloc.get("memory", "0")) / GIB,
+                gpus=int(parse_quantity(alloc.get(labels.GPU_RESOURCE, "0"))),
+                gpu_model=lab.get(labels.GPU_MODEL, "unknown"), rack=lab.get(labels.RACK, "rack-0"))
+
+
 @dataclass
 class NodeView:
     """The nodes in name order, as the model's arrays."""
@@ -426,6 +458,17 @@ def owner_job(pod: dict) -> str | None:
     return None
 
 
+def bound_placement(pods: Iterable[dict]) -> tuple[Placement, Placement]:
+    """Workers and PS per node of bound pods."""
+    workers: Placement = {}
+    ps: Placement = {}
+    for p in pods:
+        target = ps if role_of(p) == labels.ROLE_PS else workers
+        node = p["spec"]["nodeName"]
+        target[node] = target.get(node, 0) + 1
+    return workers, ps
+
+
 def parse_time(stamp: str | None) -> float | None:
     if not stamp:
         return None
@@ -455,7 +498,7 @@ class Report:
 def progress_of(pod: dict) -> Report:
     """The pod's latest progress report (its checkpoint when it has not reported yet)."""
     ann = pod["metadata"].get("annotations") or {}
-    checkpoint = _float(ann.get(labels.CHECKPOINT), 0.0)
+    checkpoint = checkpoint_of(pod)
     raw = ann.get(labels.PROGRESS)
     if not raw:
         return Report(checkpoint)
@@ -467,6 +510,11 @@ def progress_of(pod: dict) -> Report:
                       None if metric is None else float(metric), float(data.get("time") or 0.0))
     except (ValueError, TypeError, AttributeError):
         return Report(checkpoint)
+
+
+def checkpoint_of(pod: dict) -> float:
+    """The iterations a (re-created) pod resumes from: its `checkpoint` annotation, or 0."""
+    return _float((pod["metadata"].get("annotations") or {}).get(labels.CHECKPOINT), 0.0)
 
 
 def _float(text, default):
@@ -584,15 +632,20 @@ def spec_from_pods(name: str, pods: list[dict], arrival: float | None = None,
 
 
 __all__ = [
+    "Clock",
     "ClusterCache",
     "Informer",
     "NodeView",
     "PodGroup",
+    "bound_placement",
+    "checkpoint_of",
     "group_pods",
     "job_key",
     "job_name",
+    "node_from_k8s",
     "node_schedulable",
     "pod_demand",
     "progress_of",
+    "role_of",
     "spec_from_pods",
 ]

@@ -12,7 +12,7 @@ stops heartbeating and reports NotReady (fault tests).
 The emulator's clock runs `speed` times faster than real time: progress, durations and the
 `time` in progress reports follow it (Unix seconds, starting from the wall clock at start-up).
 
-    python -m workbench.k8s.emulator --kubeconfig DIR/kubeconfig [--speed 10]
+    python -m workbench.k8s.local.emulator --kubeconfig DIR/kubeconfig [--speed 10]
 """
 
 from __future__ import annotations
@@ -29,12 +29,21 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from ..model import JobKind, JobSpec, Node, Placement, Resources
-from . import labels
-from .quantity import GIB, cpu_quantity, mem_quantity, parse_quantity
-from .rest import MERGE, Rest, client_from_kubeconfig
+from ...model import JobSpec, Node, Placement
+from .. import labels
+from ..cache import (
+    Clock,
+    Informer,
+    bound_placement,
+    checkpoint_of,
+    progress_of,
+    role_of,
+    spec_from_pods,
+)
+from ..quantity import cpu_quantity, mem_quantity
+from ..rest import MERGE, Rest, client_from_kubeconfig
 
-log = logging.getLogger("workbench.k8s.emulator")
+log = logging.getLogger("workbench.k8s.local.emulator")
 
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_DURATION = 40
@@ -115,17 +124,6 @@ def node_manifest(node: Node, index: int | None = None) -> dict:
     }
 
 
-def node_from_k8s(obj: dict) -> Node:
-    """The model `Node` a Kubernetes Node object describes (capacity and workbench labels)."""
-    meta, status = obj["metadata"], obj.get("status", {})
-    alloc = status.get("allocatable") or status.get("capacity") or {}
-    lab = meta.get("labels") or {}
-    return Node(name=meta["name"], cpus=parse_quantity(alloc.get("cpu", "0")),
-                mem=parse_quantity(alloc.get("memory", "0")) / GIB,
-                gpus=int(parse_quantity(alloc.get(labels.GPU_RESOURCE, "0"))),
-                gpu_model=lab.get(labels.GPU_MODEL, "unknown"), rack=lab.get(labels.RACK, "rack-0"))
-
-
 # ---- the performance model, in one place --------------------------------------------------
 
 _perf_model = None
@@ -169,82 +167,7 @@ def metric_at(spec: JobSpec, iterations: float) -> float | None:
         return None
 
 
-# ---- cluster watch ----------------------------------------------------------------------------
-
-
-class _Relist(Exception):
-    pass
-
-
-class Informer(threading.Thread):
-    """List, then watch from the list's resourceVersion; relist on 410 Gone; reconnect on
-    errors. Keeps `store` (key -> object dict) and calls `on_change()` after each change."""
-
-    def __init__(self, rest: Rest, path: str, stop: threading.Event,
-                 on_change: Callable[[], None] = lambda: None, **query) -> None:
-        super().__init__(daemon=True, name=f"informer {path}")
-        self.rest, self.path, self.stop_event, self.query = rest, path, stop, query
-        self.on_change = on_change
-        self.lock = threading.Lock()
-        self.store: dict[str, dict] = {}
-        self.synced = threading.Event()
-
-    @staticmethod
-    def key(obj: dict) -> str:
-        m = obj["metadata"]
-        return f"{m.get('namespace', '')}/{m['name']}"
-
-    def snapshot(self) -> list[dict]:
-        with self.lock:
-            return list(self.store.values())
-
-    def run(self) -> None:
-        while not self.stop_event.is_set():
-            try:
-                listed = self.rest.get(self.path, **self.query)
-                rv = listed["metadata"]["resourceVersion"]
-                with self.lock:
-                    self.store = {self.key(o): o for o in listed["items"]}
-                self.synced.set()
-                self.on_change()
-                while not self.stop_event.is_set():
-                    for event in self.rest.watch(self.path, rv, timeout_seconds=120, **self.query):
-                        kind, obj = event["type"], event["object"]
-                        if kind == "ERROR":
-                            if obj.get("code") == 410:
-                                raise _Relist()
-                            raise RuntimeError(obj.get("message", "watch error"))
-                        rv = obj["metadata"]["resourceVersion"]
-                        if kind == "BOOKMARK":
-                            continue
-                        with self.lock:
-                            if kind == "DELETED":
-                                self.store.pop(self.key(obj), None)
-                            else:
-                                self.store[self.key(obj)] = obj
-                        self.on_change()
-            except _Relist:
-                log.info("%s: watch expired, relisting", self.path)
-            except Exception as e:  # noqa: BLE001 - reconnect on anything
-                if self.stop_event.is_set():
-                    return
-                log.warning("%s: %s; retrying in 1 s", self.path, str(e).splitlines()[0][:200])
-                self.stop_event.wait(1.0)
-
-
 # ---- the emulator -------------------------------------------------------------------------
-
-
-class Clock:
-    """Emulated time: starts at the wall clock, runs `speed` times faster."""
-
-    def __init__(self, speed: float = 1.0) -> None:
-        self.speed = speed
-        self.wall0 = time.time()
-        self.mono0 = time.monotonic()
-
-    def now(self) -> float:
-        return self.wall0 + (time.monotonic() - self.mono0) * self.speed
 
 
 @dataclass
@@ -266,61 +189,15 @@ def _is_training(pod: dict) -> bool:
         labels.TOTAL_WORK in (meta.get("annotations") or {})
 
 
-def _pod_demand(pod: dict) -> Resources:
-    cpu = mem = gpu = 0.0
-    for c in pod["spec"].get("containers", []):
-        req = {**(c.get("resources", {}).get("limits") or {}),
-               **(c.get("resources", {}).get("requests") or {})}
-        cpu += parse_quantity(req.get("cpu", 0))
-        mem += parse_quantity(req.get("memory", 0)) / GIB
-        gpu += parse_quantity(req.get(labels.GPU_RESOURCE, 0))
-    return Resources(cpu, mem, gpu)
-
-
-def job_spec_from_pods(namespace: str, job: str, pods: list[dict]) -> JobSpec:
-    """The JobSpec the performance model needs, from the annotations of a job's pods."""
-    ann: dict[str, str] = {}
-    for p in pods:  # any pod may carry them; workers first
-        ann = {**(p["metadata"].get("annotations") or {}), **ann}
-    workers = [p for p in pods if _role(p) == labels.ROLE_WORKER]
-    ps = [p for p in pods if _role(p) == labels.ROLE_PS]
-    n_workers = int(ann.get(labels.NUM_WORKERS, 0) or len(workers) or 1)
-    n_ps = int(ann.get(labels.NUM_PS, 0) or len(ps))
-    lo = min(int(ann.get(labels.MIN_WORKERS, 1) or 1), n_workers)
-    hi = max(int(ann.get(labels.MAX_WORKERS, n_workers) or n_workers), n_workers)
-    return JobSpec(
-        name=f"{namespace}/{job}", application=ann.get(labels.APPLICATION, "unknown"),
-        arrival=0.0, total_work=float(ann[labels.TOTAL_WORK]),
-        batch_size=int(float(ann.get(labels.BATCH_SIZE, 128))),
-        initial_workers=n_workers, min_workers=max(lo, 1), max_workers=hi, num_ps=n_ps,
-        worker_demand=_pod_demand(workers[0]) if workers else Resources(4, 16, 1),
-        ps_demand=_pod_demand(ps[0]) if ps else Resources(2, 8, 0),
-        kind=JobKind.PS if n_ps > 0 else JobKind.ALLREDUCE)
-
-
-def _role(pod: dict) -> str:
-    return (pod["metadata"].get("labels") or {}).get(labels.ROLE, labels.ROLE_WORKER)
-
-
 def _gang_size(pods: list[dict]) -> tuple[int, int]:
     """Workers and PS a job needs before it trains: its annotations, else all its pods."""
     ann: dict[str, str] = {}
     for p in pods:
         ann.update(p["metadata"].get("annotations") or {})
-    workers = sum(1 for p in pods if _role(p) == labels.ROLE_WORKER)
+    workers = sum(1 for p in pods if role_of(p) == labels.ROLE_WORKER)
     ps = len(pods) - workers
     return (max(int(ann.get(labels.NUM_WORKERS, 0) or workers), 1),
             int(ann.get(labels.NUM_PS, 0) or ps))
-
-
-def _progress_of(pod: dict) -> float:
-    ann = pod["metadata"].get("annotations") or {}
-    best = float(ann.get(labels.CHECKPOINT, 0) or 0)
-    try:
-        best = max(best, float(json.loads(ann.get(labels.PROGRESS, "{}")).get("iterations", 0)))
-    except (ValueError, TypeError, AttributeError):
-        pass
-    return best
 
 
 class NodeEmulator:
@@ -338,10 +215,10 @@ class NodeEmulator:
         self.stop_event = threading.Event()
         self.wake = threading.Event()
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="emulator")
-        self.nodes = Informer(self.rest, "/api/v1/nodes", self.stop_event, self.wake.set,
-                              labelSelector=selector)
-        self.pods = Informer(self.rest, "/api/v1/pods", self.stop_event, self.wake.set,
-                             fieldSelector="spec.nodeName!=")
+        self.nodes = Informer(self.rest, "/api/v1/nodes", self.stop_event, self._on_event,
+                              timeout_seconds=120, labelSelector=selector)
+        self.pods = Informer(self.rest, "/api/v1/pods", self.stop_event, self._on_event,
+                             timeout_seconds=120, fieldSelector="spec.nodeName!=")
         self._lock = threading.Lock()
         self._inflight: set[tuple[str, str]] = set()
         self._lease_due: dict[str, float] = {}  # node -> monotonic time of next renewal
@@ -355,6 +232,9 @@ class NodeEmulator:
                       "errors": 0}
 
     # -- plumbing --
+    def _on_event(self, kind: str, new: dict | None, old: dict | None) -> None:
+        self.wake.set()
+
     def _submit(self, key: tuple[str, str], fn: Callable, *args) -> None:
         with self._lock:
             if key in self._inflight:
@@ -473,32 +353,26 @@ class NodeEmulator:
             run = self._jobs.get(key)
             if run is None:
                 try:
-                    spec = job_spec_from_pods(key[0], key[1], pods)
+                    spec = spec_from_pods(f"{key[0]}/{key[1]}", pods, arrival=0.0)
                 except (ValueError, KeyError) as e:
                     log.warning("job %s/%s: bad annotations (%s); running it as a plain pod",
                                 key[0], key[1], e)
                     continue
-                start = max(_progress_of(p) for p in pods)
+                start = max(progress_of(p).iterations for p in pods)
                 run = _JobRun(key, spec, min(start, spec.total_work), now)
                 self._jobs[key] = run
             else:
                 new = {p["metadata"]["uid"] for p in pods} - run.pods
                 for p in pods:
                     if p["metadata"]["uid"] in new:
-                        run.iterations = max(run.iterations,
-                                             float((p["metadata"].get("annotations") or {})
-                                                   .get(labels.CHECKPOINT, 0) or 0))
+                        run.iterations = max(run.iterations, checkpoint_of(p))
             run.pods = {p["metadata"]["uid"] for p in pods}
             # advance at the rate of the placement held since the last round
             if run.rate > 0 and not run.done:
                 run.iterations = min(run.spec.total_work,
                                      run.iterations + run.rate * (now - run.last_time))
             run.last_time = now
-            workers: Placement = {}
-            ps: Placement = {}
-            for p in pods:
-                target = ps if _role(p) == labels.ROLE_PS else workers
-                target[p["spec"]["nodeName"]] = target.get(p["spec"]["nodeName"], 0) + 1
+            workers, ps = bound_placement(pods)
             need_w, need_ps = _gang_size(pods)
             if sum(workers.values()) >= need_w and sum(ps.values()) >= need_ps:
                 placement = (tuple(sorted(workers.items())), tuple(sorted(ps.items())))
@@ -644,7 +518,7 @@ class NodeEmulator:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m workbench.k8s.emulator",
+    parser = argparse.ArgumentParser(prog="python -m workbench.k8s.local.emulator",
                                      description="Emulate GPU nodes and their pods (no kubelet).")
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--speed", type=float, default=1.0,
