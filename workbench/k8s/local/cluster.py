@@ -33,6 +33,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
@@ -124,6 +125,14 @@ def kubeconfig_dict(server: str, ca_pem: bytes, token: str, user: str = "admin")
     }
 
 
+@dataclass(frozen=True)
+class _Credentials:
+    """What `start` wrote for the components: certificate and key paths, kubeconfig paths."""
+
+    pki: dict[str, Path]
+    kubeconfigs: dict[str, Path]
+
+
 class LocalCluster:
     """etcd + kube-apiserver + kube-controller-manager + kube-scheduler on 127.0.0.1, with
     emulated GPU nodes kept alive by the node emulator. A context manager: `with
@@ -198,7 +207,36 @@ class LocalCluster:
         self.stop()
 
     def start(self) -> LocalCluster:
+        """Check the binaries, write certificates, tokens and kubeconfigs, start etcd and
+        kube-apiserver, then the controllers, the nodes and the emulator; wait until healthy.
+        On any failure every process started so far is stopped."""
         t0 = self._t0 = time.monotonic()
+        binaries = self._binaries()
+        d = self._fresh_directory()
+        files = self._write_credentials(d)
+        try:
+            self._start_etcd(binaries["etcd"], d)
+            self._start_apiserver(binaries["kube-apiserver"], d, files)
+            if self.want_controller_manager:
+                self._start_controller_manager(binaries["kube-controller-manager"], files)
+            if self.want_scheduler:
+                self._start_scheduler(binaries["kube-scheduler"], files)
+            self._register_nodes()
+            if self.want_emulator:
+                self._launch("node-emulator", [
+                    sys.executable, "-m", "workbench.k8s.local.emulator",
+                    f"--kubeconfig={files.kubeconfigs['emulator']}", f"--speed={self.speed:g}"])
+            self._wait_healthy(self.state["ports"])
+        except BaseException:
+            self.stop(remove=False)
+            raise
+        self.timings["up"] = time.monotonic() - t0
+        self.progress(f"cluster up in {self.timings['up']:.1f} s")
+        return self
+
+    # -- the steps of `start` --
+    def _binaries(self) -> dict[str, Path | None]:
+        """The binaries this cluster runs; one error naming every one that is missing."""
         if self.bin_dir is not None and not Path(self.bin_dir).is_dir():
             raise ConfigError(f"--bin-dir {self.bin_dir}: no such directory")
         binaries = find_binaries(self.bin_dir)
@@ -211,6 +249,11 @@ class LocalCluster:
         if missing:
             raise ClusterError(f"cluster up: no {', '.join(missing)} binary; run `workbench"
                                " cluster build` or pass --bin-dir (or set KUBEBUILDER_ASSETS)")
+        return binaries
+
+    def _fresh_directory(self) -> Path:
+        """The state directory (a temporary one if none was given), refused while another
+        cluster runs in it, without the etcd data and logs of an earlier one."""
         if self.directory is None:
             self.directory = Path(tempfile.mkdtemp(prefix="workbench-cluster-"))
         d = self.directory
@@ -222,6 +265,11 @@ class LocalCluster:
         for sub in ("etcd", "logs"):
             shutil.rmtree(d / sub, ignore_errors=True)
         (d / "logs").mkdir()
+        return d
+
+    def _write_credentials(self, d: Path) -> _Credentials:
+        """Certificates, one static token per client, free ports and a kubeconfig per client;
+        starts `self.state` (what `pids.json` records)."""
         pki = write_pki(d / "pki")
         tokens = {who: secrets.token_hex(16) for who in
                   ("admin", "controller-manager", "scheduler", "emulator")}
@@ -251,73 +299,73 @@ class LocalCluster:
                       "speed": self.speed}
         self._tokens = tokens
         self._args: dict[str, list[str]] = {}
-        try:
-            self._launch("etcd", [
-                str(binaries["etcd"]), "--name=default", f"--data-dir={d / 'etcd'}",
-                f"--listen-client-urls=http://127.0.0.1:{ports['etcd-client']}",
-                f"--advertise-client-urls=http://127.0.0.1:{ports['etcd-client']}",
-                f"--listen-peer-urls=http://127.0.0.1:{ports['etcd-peer']}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{ports['etcd-peer']}",
-                f"--initial-cluster=default=http://127.0.0.1:{ports['etcd-peer']}",
-                "--logger=zap", "--log-level=warn", "--quota-backend-bytes=8589934592"])
-            self._launch("kube-apiserver", [
-                str(binaries["kube-apiserver"]),
-                f"--etcd-servers=http://127.0.0.1:{ports['etcd-client']}",
-                "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-                f"--secure-port={ports['apiserver']}", "--insecure-port=0",
-                f"--cert-dir={d / 'pki'}",
-                f"--tls-cert-file={pki['apiserver.crt']}",
-                f"--tls-private-key-file={pki['apiserver.key']}",
-                f"--client-ca-file={pki['ca.crt']}",
-                f"--token-auth-file={d / 'tokens.csv'}",
-                "--authorization-mode=RBAC",
-                f"--service-account-key-file={pki['sa.pub']}",
-                f"--service-account-signing-key-file={pki['sa.key']}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                "--service-cluster-ip-range=10.0.0.0/24",
-                "--endpoint-reconciler-type=none",  # 127.0.0.1 is not a valid endpoint IP
-                "--allow-privileged=true", "--profiling=false",
-                "--max-requests-inflight=800", "--max-mutating-requests-inflight=400"])
-            self._wait("kube-apiserver /readyz",
-                       lambda: _https_ok(f"{server}/readyz", tokens["admin"]),
-                       ("etcd", "kube-apiserver"))
-            self.timings["apiserver_ready"] = time.monotonic() - t0
-            self.progress(f"kube-apiserver ready at {server}"
-                          f" ({self.timings['apiserver_ready']:.1f} s)")
-            qps = []
-            if self.api_qps:
-                qps = [f"--kube-api-qps={self.api_qps:g}",
-                       f"--kube-api-burst={int(self.api_qps * 2)}"]
-            if self.want_controller_manager:
-                self._launch("kube-controller-manager", [
-                    str(binaries["kube-controller-manager"]),
-                    f"--kubeconfig={kubeconfigs['controller-manager']}",
-                    "--leader-elect=false", "--port=0", "--bind-address=127.0.0.1",
-                    f"--secure-port={ports['controller-manager']}",
-                    f"--service-account-private-key-file={pki['sa.key']}",
-                    f"--root-ca-file={pki['ca.crt']}",
-                    "--use-service-account-credentials=true",
-                    f"--cluster-signing-cert-file={pki['ca.crt']}",
-                    f"--cluster-signing-key-file={pki['ca.key']}",
-                    "--profiling=false", *qps])
-            if self.want_scheduler:
-                self._launch("kube-scheduler", [
-                    str(binaries["kube-scheduler"]),
-                    f"--kubeconfig={kubeconfigs['scheduler']}",
-                    "--leader-elect=false", "--port=0", "--bind-address=127.0.0.1",
-                    f"--secure-port={ports['scheduler']}", "--profiling=false", *qps])
-            self._register_nodes()
-            if self.want_emulator:
-                self._launch("node-emulator", [
-                    sys.executable, "-m", "workbench.k8s.local.emulator",
-                    f"--kubeconfig={kubeconfigs['emulator']}", f"--speed={self.speed:g}"])
-            self._wait_healthy(ports)
-        except BaseException:
-            self.stop(remove=False)
-            raise
-        self.timings["up"] = time.monotonic() - t0
-        self.progress(f"cluster up in {self.timings['up']:.1f} s")
-        return self
+        return _Credentials(pki, kubeconfigs)
+
+    def _start_etcd(self, binary: Path, d: Path) -> None:
+        ports = self.state["ports"]
+        self._launch("etcd", [
+            str(binary), "--name=default", f"--data-dir={d / 'etcd'}",
+            f"--listen-client-urls=http://127.0.0.1:{ports['etcd-client']}",
+            f"--advertise-client-urls=http://127.0.0.1:{ports['etcd-client']}",
+            f"--listen-peer-urls=http://127.0.0.1:{ports['etcd-peer']}",
+            f"--initial-advertise-peer-urls=http://127.0.0.1:{ports['etcd-peer']}",
+            f"--initial-cluster=default=http://127.0.0.1:{ports['etcd-peer']}",
+            "--logger=zap", "--log-level=warn", "--quota-backend-bytes=8589934592"])
+
+    def _start_apiserver(self, binary: Path, d: Path, files: _Credentials) -> None:
+        """Start kube-apiserver and wait until it answers /readyz."""
+        ports, pki, server = self.state["ports"], files.pki, self.server
+        self._launch("kube-apiserver", [
+            str(binary),
+            f"--etcd-servers=http://127.0.0.1:{ports['etcd-client']}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--secure-port={ports['apiserver']}", "--insecure-port=0",
+            f"--cert-dir={d / 'pki'}",
+            f"--tls-cert-file={pki['apiserver.crt']}",
+            f"--tls-private-key-file={pki['apiserver.key']}",
+            f"--client-ca-file={pki['ca.crt']}",
+            f"--token-auth-file={d / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            f"--service-account-key-file={pki['sa.pub']}",
+            f"--service-account-signing-key-file={pki['sa.key']}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--endpoint-reconciler-type=none",  # 127.0.0.1 is not a valid endpoint IP
+            "--allow-privileged=true", "--profiling=false",
+            "--max-requests-inflight=800", "--max-mutating-requests-inflight=400"])
+        self._wait("kube-apiserver /readyz",
+                   lambda: _https_ok(f"{server}/readyz", self._tokens["admin"]),
+                   ("etcd", "kube-apiserver"))
+        self.timings["apiserver_ready"] = time.monotonic() - self._t0
+        self.progress(f"kube-apiserver ready at {server}"
+                      f" ({self.timings['apiserver_ready']:.1f} s)")
+
+    def _qps_flags(self) -> list[str]:
+        if not self.api_qps:
+            return []
+        return [f"--kube-api-qps={self.api_qps:g}", f"--kube-api-burst={int(self.api_qps * 2)}"]
+
+    def _start_controller_manager(self, binary: Path, files: _Credentials) -> None:
+        pki = files.pki
+        self._launch("kube-controller-manager", [
+            str(binary),
+            f"--kubeconfig={files.kubeconfigs['controller-manager']}",
+            "--leader-elect=false", "--port=0", "--bind-address=127.0.0.1",
+            f"--secure-port={self.state['ports']['controller-manager']}",
+            f"--service-account-private-key-file={pki['sa.key']}",
+            f"--root-ca-file={pki['ca.crt']}",
+            "--use-service-account-credentials=true",
+            f"--cluster-signing-cert-file={pki['ca.crt']}",
+            f"--cluster-signing-key-file={pki['ca.key']}",
+            "--profiling=false", *self._qps_flags()])
+
+    def _start_scheduler(self, binary: Path, files: _Credentials) -> None:
+        self._launch("kube-scheduler", [
+            str(binary),
+            f"--kubeconfig={files.kubeconfigs['scheduler']}",
+            "--leader-elect=false", "--port=0", "--bind-address=127.0.0.1",
+            f"--secure-port={self.state['ports']['scheduler']}", "--profiling=false",
+            *self._qps_flags()])
 
     def _launch(self, name: str, args: list[str]) -> None:
         assert self.directory is not None
