@@ -6,9 +6,9 @@ from workbench.clusters import make_cluster
 from workbench.control import Controller
 from workbench.experiment import run_policy
 from workbench.model import JobKind, JobSpec, JobState, Place, Resources
+from workbench.placement.ledger import Ledger
 from workbench.policies import make_policy
 from workbench.policies.dragon import locality_place
-from workbench.policies.placement import Ledger
 from workbench.sim import SimBackend
 from workbench.traces import synthetic_workload
 

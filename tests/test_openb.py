@@ -9,12 +9,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench import openb
 from workbench.cli import main
 from workbench.errors import InputError
-from workbench.fragmentation import FragmentationIndex, node_fragmentation, task_classes
 from workbench.model import ClusterState, Node, Resources
-from workbench.policies.plugins import MILLI, PLACEMENT_PLUGINS, PlacementState, Task
+from workbench.placement import curves, replay
+from workbench.placement.fragmentation import (
+    MILLI,
+    FragmentationIndex,
+    node_fragmentation,
+    task_classes,
+)
+from workbench.placement.plugins import PLACEMENT_PLUGINS
+from workbench.placement.state import PlacementState, Task
 from workbench.traces.openb import load_openb_nodes, load_openb_pods
 
 POD_HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
@@ -273,17 +279,17 @@ def small_cluster() -> list[Node]:
 
 def test_draw_reaches_the_load_and_stops():
     requested = np.array([0.0, 0.5, 1.0, 2.0])
-    order = openb.draw_pods(requested, 100.0, np.random.default_rng(3), 1.3)
+    order = replay.draw_pods(requested, 100.0, np.random.default_rng(3), 1.3)
     total = requested[order].sum()
     assert total >= 130 and total - requested[order].max() < 130 + 1e-9
 
 
 def test_replay_is_deterministic_per_seed():
-    workload = openb.prepare_workload(synthetic_pods(), "synthetic")
+    workload = replay.prepare_workload(synthetic_pods(), "synthetic")
     nodes = small_cluster()
-    a = openb.replay(nodes, workload, "fgd", 7)
-    b = openb.replay(nodes, workload, "fgd", 7)
-    c = openb.replay(nodes, workload, "fgd", 8)
+    a = replay.replay(nodes, workload, "fgd", 7)
+    b = replay.replay(nodes, workload, "fgd", 7)
+    c = replay.replay(nodes, workload, "fgd", 8)
     assert np.array_equal(a.allocated, b.allocated) and np.array_equal(a.placed, b.placed)
     assert np.array_equal(a.frag_ratio, b.frag_ratio)
     assert not np.array_equal(a.requested, c.requested)
@@ -293,25 +299,25 @@ def test_replay_is_deterministic_per_seed():
 
 
 def test_fgd_beats_random_on_a_small_seeded_instance():
-    workload = openb.prepare_workload(synthetic_pods(), "synthetic")
+    workload = replay.prepare_workload(synthetic_pods(), "synthetic")
     nodes = small_cluster()
-    share = {p: np.mean([openb.replay(nodes, workload, p, s).allocated_at(1.3)
+    share = {p: np.mean([replay.replay(nodes, workload, p, s).allocated_at(1.3)
                          for s in range(3)]) for p in ("random", "fgd")}
     # measured (seeds 0-2): random 0.88-0.93, fgd 0.97-0.995
     assert share["fgd"] > share["random"] + 0.05
 
 
 def test_summaries_and_curves(tmp_path):
-    workload = openb.prepare_workload(synthetic_pods(200), "synthetic")
-    replays = openb.run(small_cluster(), workload, ["random", "best-fit"], range(2))
-    rows = openb.mean_rows(replays)
+    workload = replay.prepare_workload(synthetic_pods(200), "synthetic")
+    replays = replay.run(small_cluster(), workload, ["random", "best-fit"], range(2))
+    rows = replay.mean_rows(replays)
     assert [r["plugin"] for r in rows] == ["random", "best-fit"] and rows[0]["seeds"] == 2
     assert {"alloc@100%", "alloc@130%", "frag@130%", "alloc@130% sd"} <= set(rows[0])
-    data = openb.curves(replays)
+    data = replay.curves(replays)
     assert data["random"]["alloc"][0] == 0 and data["random"]["alloc"][-1] > 0.5
-    assert openb.write_curves(str(tmp_path / "c.svg"), data, "t") == "svg"
+    assert curves.write_curves(str(tmp_path / "c.svg"), data, "t") == "svg"
     assert "<polyline" in (tmp_path / "c.svg").read_text()
-    assert openb.write_curves(str(tmp_path / "c.csv"), data) == "csv"
+    assert curves.write_curves(str(tmp_path / "c.csv"), data) == "csv"
     assert pd.read_csv(tmp_path / "c.csv").columns.tolist() == [
         "plugin", "requested_load", "allocated_share", "fragmentation_ratio"]
 
@@ -338,7 +344,7 @@ def test_cli_openb(tmp_path, capsys):
 
 
 def test_cluster_fragmentation_of_a_cluster_state():
-    from workbench.policies.plugins import cluster_fragmentation, workload_of
+    from workbench.placement.state import cluster_fragmentation, workload_of
 
     nodes = [Node("a", 8, 32, 2, "T4"), Node("b", 16, 64, 4, "V100")]
     gpu_free = np.array([[1.0, 0.25, np.nan, np.nan], [1, 1, 0, 1]])

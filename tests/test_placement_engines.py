@@ -12,10 +12,11 @@ from workbench.errors import ConfigError
 from workbench.experiment import run_policy
 from workbench.metrics import FragmentationMeter
 from workbench.model import Node
+from workbench.placement.plugins import PLACEMENT_PLUGINS
+from workbench.placement.state import cluster_fragmentation, workload_of_jobs
 from workbench.policies import make_policy
-from workbench.policies.plugins import PLACEMENT_PLUGINS, cluster_fragmentation, workload_of_jobs
 from workbench.sim import SimBackend
-from workbench.traces.openb_sim import openb_jobs
+from workbench.traces.openb_jobs import openb_jobs
 
 ENGINES = ("fifo", "drf", "tiresias", "kube-default")
 

@@ -341,8 +341,8 @@ def test_fragmentation_over_time_and_per_node_in_the_engine_view(tmp_path):
     """A GPU-sharing workload under fifo+fgd: the timeline carries the fragmented share of the
     free GPUs, and the engine view draws each node's fragmented GPUs with a history."""
     from workbench.model import Node
-    from workbench.policies.plugins import cluster_fragmentation
-    from workbench.traces.openb_sim import openb_jobs
+    from workbench.placement.state import cluster_fragmentation
+    from workbench.traces.openb_jobs import openb_jobs
     from workbench.ui.views.engines import EngineView
     from workbench.ui.views.timeline import TimelineView
 

@@ -3,7 +3,7 @@ fragmentation.
 
 Fragmentation follows the FGD paper (Weng et al., ATC '23): the unallocated GPU capacity that
 the run's own workload cannot use (its task shapes weighted by how many tasks of each there
-are, `plugins.workload_of_jobs`; see `workbench.fragmentation`), measured at every timeline
+are, `placement.state.workload_of_jobs`; see `workbench.placement.fragmentation`), measured at every timeline
 sample by a `FragmentationMeter` and averaged over time.
 """
 
@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from .fragmentation import MILLI, FragmentationIndex, TaskClasses
 from .model import ClusterState, JobState, JobStatus
+from .placement.fragmentation import MILLI, FragmentationIndex, TaskClasses
+from .placement.state import free_milli
 
 
 def job_metrics(jobs: Iterable[JobStatus]) -> dict[str, Any]:
@@ -74,8 +75,6 @@ class FragmentationMeter:
         self._names: list[str] = []
 
     def __call__(self, state: ClusterState) -> float:
-        from .policies.plugins import free_milli
-
         cpu, mem, gpu = free_milli(state)
         index = self._index
         if index is None or self._names != [n.name for n in state.nodes] \

@@ -8,7 +8,7 @@ import time
 
 
 def register(subparsers) -> None:
-    from ..policies.plugins import PLACEMENT_PLUGINS
+    from ..placement.plugins import PLACEMENT_PLUGINS
 
     parser = subparsers.add_parser(
         "openb", help="seconds per openb replay (130%% load, 1,213 nodes) for each plugin")
@@ -23,9 +23,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from .. import openb
     from ..commands.openb import _inputs, _plugins
     from ..output import emit
+    from ..placement import replay
     from ..traces.openb import load_openb_nodes, load_openb_pods
 
     plugins = _plugins(args.plugins)
@@ -36,12 +36,12 @@ def run(args) -> int:
     t0 = time.perf_counter()
     nodes = load_openb_nodes(node_path)
     pods = load_openb_pods(path)
-    workload = openb.prepare_workload(pods, name)
+    workload = replay.prepare_workload(pods, name)
     load_seconds = time.perf_counter() - t0
     rows = []
     for plugin in plugins:
         start = time.perf_counter()
-        r = openb.replay(nodes, workload, plugin, args.seed)
+        r = replay.replay(nodes, workload, plugin, args.seed)
         rows.append({"plugin": plugin, "seconds": time.perf_counter() - start,
                      "placing seconds": r.seconds, "pods": len(r.placed), "failed": r.failed,
                      "alloc@130%": r.allocated_at(1.3)})

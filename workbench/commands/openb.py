@@ -15,7 +15,7 @@ from ..errors import ConfigError
 
 
 def register(subparsers) -> None:
-    from ..policies.plugins import PLACEMENT_PLUGINS
+    from ..placement.plugins import PLACEMENT_PLUGINS
 
     parser = subparsers.add_parser(
         "openb", help="replay an Alibaba openb pod list with GPU-sharing placement plugins",
@@ -63,7 +63,7 @@ def _inputs(args):
 
 
 def _plugins(text: str) -> list[str]:
-    from ..policies.plugins import PLACEMENT_PLUGINS
+    from ..placement.plugins import PLACEMENT_PLUGINS
 
     names = [p.strip() for p in text.split(",") if p.strip()]
     unknown = [p for p in names if p not in PLACEMENT_PLUGINS]
@@ -74,8 +74,8 @@ def _plugins(text: str) -> list[str]:
 
 
 def run(args) -> int:
-    from .. import openb
     from ..output import emit
+    from ..placement import curves, replay
     from ..traces.openb import load_openb_nodes, load_openb_pods
 
     if args.seeds < 1:
@@ -100,10 +100,10 @@ def run(args) -> int:
 
     replays = []
     for name, path in pod_lists:
-        workload = openb.prepare_workload(load_openb_pods(path), name, args.coverage)
-        replays += openb.run(nodes, workload, plugins, seeds, load=args.load, progress=progress)
+        workload = replay.prepare_workload(load_openb_pods(path), name, args.coverage)
+        replays += replay.run(nodes, workload, plugins, seeds, load=args.load, progress=progress)
     per_seed = [r.summary(loads) for r in replays]
-    means = openb.mean_rows(replays, loads)
+    means = replay.mean_rows(replays, loads)
     result = {
         "nodes": str(node_path), "pod_lists": {n: str(p) for n, p in pod_lists},
         "gpus": replays[0].capacity_gpus, "load": args.load, "coverage": args.coverage,
@@ -118,8 +118,8 @@ def run(args) -> int:
             if len(pod_lists) > 1:
                 stem = Path(args.plot)
                 target = str(stem.with_name(f"{stem.stem}-{name}{stem.suffix}"))
-            data = openb.curves([r for r in replays if r.workload == name])
-            kind = openb.write_curves(target, data, f"openb {name}: {len(seeds)} seed(s)")
+            data = replay.curves([r for r in replays if r.workload == name])
+            kind = curves.write_curves(target, data, f"openb {name}: {len(seeds)} seed(s)")
             result.setdefault("plots", []).append(target)
             notes.append(f"curves written to {target} ({kind})")
     emit(result, as_json=args.json,

@@ -10,7 +10,7 @@ A node's unallocated GPU capacity is *fragmented for a task* when that task cann
 The fragmentation of node n against a workload M (task classes m with popularity p_m) is the
 expected fragment F_n(M) = sum_m p_m F_n(m); the cluster's is the sum over nodes. All
 quantities are in milli-GPU. The workload is the set of most popular task shapes of a trace
-(`task_classes`); FGD places each task where F grows least (`workbench.policies.plugins`).
+(`task_classes`); FGD places each task where F grows least (`workbench.placement.plugins`).
 
 This module knows nothing of any trace format: it works on plain arrays.
 """

@@ -1,4 +1,4 @@
-"""Placement helpers shared by the engines: how many tasks fit where, and gang placement.
+"""The engines' placement ledger: how many tasks fit where, and gang placement.
 
 All work on a `free` array (nodes x 3: CPU, MEM, GPU) plus the per-GPU free fractions, so a
 policy can place several jobs in one round by subtracting as it goes (`Ledger`). Given a
@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from .placer import Placer
 
 _EPS = 1e-9
+
+
+def _whole(gpus: float) -> int:
+    """A whole-GPU demand as an int (numpy 1.x rounds its floats to floats)."""
+    return int(round(gpus))  # noqa: RUF046
 
 
 class Ledger:
@@ -53,7 +58,7 @@ class Ledger:
         gf = self.gpu_free
         if g >= 1:
             whole = (gf >= 1 - _EPS).sum(axis=1)
-            return whole // int(round(g))
+            return whole // _whole(g)
         return np.floor(np.maximum(gf + _EPS, 0.0) / g).sum(axis=1)
 
     def total_fit(self, demand: Resources) -> int:
@@ -85,7 +90,7 @@ class Ledger:
             return
         row = self.gpu_free[i]
         if g >= 1:  # whole GPUs, first free first (as the simulator takes them)
-            row[np.flatnonzero(row >= 1 - _EPS)[: int(round(g)) * count]] = 0.0
+            row[np.flatnonzero(row >= 1 - _EPS)[: _whole(g) * count]] = 0.0
             return
         for _ in range(count):
             ok = np.flatnonzero(row + _EPS >= g)
@@ -99,7 +104,7 @@ class Ledger:
         row = self.gpu_free[i]
         valid = row >= 0
         if g >= 1:
-            row[np.flatnonzero(valid & (row <= _EPS))[: int(round(g)) * count]] = 1.0
+            row[np.flatnonzero(valid & (row <= _EPS))[: _whole(g) * count]] = 1.0
             return
         for _ in range(count):
             idx = np.flatnonzero(valid & (row + g <= 1 + _EPS))
@@ -222,10 +227,10 @@ def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
     free_tasks = ledger.total_fit(d)
     block = ledger.largest_block(d)
     unit = "GPUs" if d.gpu >= 1 else "worker slots"
-    per = int(round(d.gpu)) if d.gpu >= 1 else 1
+    per = _whole(d.gpu) if d.gpu >= 1 else 1
     if free_tasks < workers:
         return f"waiting: needs {workers * per} {unit}, {free_tasks * per} free in the cluster"
     return f"waiting: needs {workers * per} {unit}; {free_tasks * per} free but spread, largest block {block * per}"
 
 
-__all__ = ["Ledger", "never_fits", "describe_shortfall", "MEM"]
+__all__ = ["MEM", "Ledger", "describe_shortfall", "never_fits"]

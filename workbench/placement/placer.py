@@ -19,19 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
 from ..model import ClusterState, Placement, Resources
-from .plugins import PLACEMENT_PLUGINS, PlacementState, Task, tasks_of, workload_of_counts
+from .plugins import PLACEMENT_PLUGINS, check_plugin
+from .state import PlacementState, Task, tasks_of, workload_of_counts
 
 MAX_NODES_SHOWN = 40  # the engine view lists the most fragmented nodes only
 REBUILD_GROWTH = 1.1  # rebuild the target workload when the tasks seen grew by 10%
-
-
-def check_plugin(name: str, what: str = "placement") -> str:
-    if name not in PLACEMENT_PLUGINS:
-        raise ConfigError(f"{what}: unknown placement plugin {name!r}; known: "
-                          f"{', '.join(PLACEMENT_PLUGINS)}")
-    return name
 
 
 class Placer:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import ConfigError
 from ..model import Action, ClusterState
-from .placement import Ledger
+from ..placement.ledger import Ledger
 
 
 class Policy:
@@ -26,7 +27,8 @@ class Policy:
 
     def use_placement(self, plugin: str, seed: int = 0) -> None:
         """Let placement plugin `plugin` (fgd, best-fit, ...) choose the nodes of each task."""
-        from .placer import Placer, check_plugin
+        from ..placement.placer import Placer
+        from ..placement.plugins import check_plugin
 
         check_plugin(plugin)
         if not self.takes_placement:

@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 
 from ..model import Action, ClusterState, JobState, JobStatus, Place, Reject, Scale, Wait
-from .placement import Ledger, describe_shortfall, never_fits
+from ..placement.ledger import Ledger, describe_shortfall, never_fits
 
 MAX_WAIT_REASONS = 200  # reasons beyond this many queued jobs are summarised, for speed
 

@@ -57,8 +57,8 @@ from ..model import (
     Wait,
     describe_placement,
 )
+from ..placement.ledger import Ledger
 from .base import Policy, register
-from .placement import Ledger
 
 WINDOW = 20  # jobs the network sees at once (DL2: SCHED_WINDOW_SIZE 20 on its testbed scale)
 MAX_PS = 12  # per-job PS limit (the DL2 speed measurements cover up to 12 workers)

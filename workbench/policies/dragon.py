@@ -42,9 +42,9 @@ from ..model import (
     merge_placements,
     total,
 )
+from ..placement.ledger import Ledger, describe_shortfall
 from .base import Policy, register
 from .common import by_arrival, reject_impossible
-from .placement import Ledger, describe_shortfall
 
 _EPS = 1e-9
 

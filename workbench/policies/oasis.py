@@ -59,8 +59,8 @@ from ..model import (
     Wait,
     describe_placement,
 )
+from ..placement.ledger import Ledger
 from .base import Policy, register
-from .placement import Ledger
 
 _EPS = 1e-9
 _INF = float("inf")

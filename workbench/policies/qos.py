@@ -49,9 +49,9 @@ from ..model import (
     Suspend,
     Wait,
 )
+from ..placement.ledger import Ledger
 from .base import Policy, register
 from .common import reject_impossible, wait_reason
-from .placement import Ledger
 
 ON_TRACK, AT_RISK, LATE, NO_DEADLINE = "on-track", "at-risk", "late", "no-deadline"
 HEAVY = "heavy"  # reachable deadline, but would hold more than `max_share` of the cluster

@@ -47,9 +47,9 @@ from ..model import (
     describe_placement,
     total,
 )
+from ..placement.ledger import Ledger
 from .base import Policy, register
 from .common import by_arrival, reject_impossible, wait_reason
-from .placement import Ledger
 
 _EPS = 1e-9
 

@@ -8,7 +8,7 @@ Forms:
   (a factor, LOW-HIGH, or none), max_workers, ps (0/1 or a share), apps (names joined by +),
   seed.
 - `openb` or `openb:pods=NAME_OR_PATH,n=1000,interval=30,...`: GPU-sharing jobs drawn from
-  an Alibaba openb pod list (`openb_sim`).
+  an Alibaba openb pod list (`openb_jobs`).
 - a bare path to a CSV: its header decides (`name,time,application,...` → Pollux;
   `timestamp,...` or `arrival,...` with duration and num_gpus → Philly).
 """
@@ -66,7 +66,7 @@ def _load(spec: str, seed: int) -> Jobs:
             raise ConfigError("trace 'pollux:PATH' needs a path to a workload CSV")
         return load_pollux_workload(arg)
     if kind == "openb":
-        from .openb_sim import load_openb_jobs
+        from .openb_jobs import load_openb_jobs
 
         return load_openb_jobs(arg, seed)
     if kind == "synthetic":

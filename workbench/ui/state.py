@@ -38,9 +38,10 @@ import param
 from ..control import Controller
 from ..metrics import FragmentationMeter, fragmented_share, run_metrics
 from ..model import JobState, JobStatus
+from ..placement.plugins import PLACEMENT_PLUGINS
+from ..placement.state import workload_of_jobs
 from ..policies import available, make_policy
 from ..policies.base import placement_engines
-from ..policies.plugins import PLACEMENT_PLUGINS, workload_of_jobs
 from .data import (
     CellPainter,
     ClusterCells,

@@ -15,9 +15,9 @@ import panel as pn
 
 from ...clusters import PRESETS
 from ...errors import ConfigError
+from ...placement.plugins import PLACEMENT_PLUGINS
 from ...policies import available
 from ...policies.base import placement_engines
-from ...policies.plugins import PLACEMENT_PLUGINS
 from ..state import WorkbenchState
 from ._base import View
 
