@@ -284,14 +284,11 @@ class Controller:
     # ---- what-if ------------------------------------------------------------------------
 
     def what_if(self, policies: dict[str, Policy], until: float | None = None) -> dict[str, "Controller"]:
-        """Fork the backend's current state and run each policy forward on its own copy."""
-        if not hasattr(self.backend, "fork"):
+        """Fork the backend's current state and run each policy forward on its own copy
+        (`whatif.run_forks`; previews and engine comparisons are built there too)."""
+        from .backend import Forkable
+        from .whatif import run_forks  # it builds on the Controller
+
+        if not isinstance(self.backend, Forkable):
             raise TypeError("what-if needs a backend that can fork (the simulator)")
-        runs = {}
-        for name, policy in policies.items():
-            twin = Controller(self.backend.fork(), policy)
-            twin._known_finished = set(self._known_finished)
-            twin._finished_seen = self._finished_seen
-            twin.run(until=until)
-            runs[name] = twin
-        return runs
+        return {r.label: r.controller for r in run_forks(self.backend, policies, until)}

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import time
 import tracemalloc
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .control import Controller
-from .metrics import FragmentationMeter, run_metrics
+from .metrics import run_metrics
 from .model import JobSpec, Node
-from .policies import make_policy
 from .policies.base import Policy
-from .policies.plugins import workload_of_jobs
+from .session import make_engine, simulate
 from .sim import SimBackend
 
 
@@ -38,15 +38,13 @@ def run_policy(nodes: Sequence[Node], jobs: Sequence[JobSpec], policy: str | Pol
                fragmentation: bool = True, **sim_options) -> RunResult:
     """Simulate `jobs` on `nodes` under `policy` to the end and measure it. `fragmentation`:
     measure GPU fragmentation against the jobs' task sizes at every timeline sample."""
-    pol = make_policy(policy, **(policy_options or {})) if isinstance(policy, str) else policy
+    pol = make_engine(policy, policy_options)  # made before memory is measured
     if measure_memory:
         tracemalloc.start()
     t0 = time.perf_counter()
-    backend = SimBackend(nodes, jobs, **sim_options)
-    controller = Controller(backend, pol)
-    controller.recorder.timeline_every = timeline_every
-    if fragmentation and jobs:
-        controller.recorder.fragmentation = FragmentationMeter(workload_of_jobs(jobs))
+    controller = simulate(nodes, jobs, pol, timeline_every=timeline_every,
+                          fragmentation=fragmentation, **sim_options)
+    backend = controller.backend
     controller.run(progress=progress)
     wall = time.perf_counter() - t0
     peak = None

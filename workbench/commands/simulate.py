@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from ..clusters import PRESETS, parse_cluster
+from ..clusters import PRESETS
 from ..errors import ConfigError, WorkbenchError
 from ..output import emit
 
@@ -59,23 +59,6 @@ def parse_faults(specs: list[str], nodes) -> list:
     return faults
 
 
-def load_workload(args):
-    from ..traces import load_trace
-
-    jobs = load_trace(args.trace, seed=args.seed)
-    if args.limit is not None:
-        if args.limit < 1:
-            raise ConfigError(f"--limit: expected a positive integer, got {args.limit}")
-        jobs = sorted(jobs, key=lambda j: j.arrival)[: args.limit]
-    return jobs
-
-
-def default_cluster_for(args) -> str | None:
-    if args.cluster is None and args.trace.split(":")[0] == "philly":
-        return "philly"
-    return args.cluster
-
-
 def _progress_printer(enabled: bool, horizon: float | None):
     if not enabled:
         return None
@@ -93,15 +76,14 @@ def _progress_printer(enabled: bool, horizon: float | None):
 
 def run_simulate(args) -> int:
     from ..experiment import run_policy
-    from ..policies import available
+    from ..session import check_engine, load_jobs, load_nodes
 
-    jobs = load_workload(args)
-    nodes = parse_cluster(default_cluster_for(args), args.nodes, args.gpus_per_node)
+    jobs = load_jobs(args.trace, seed=args.seed, limit=args.limit)
+    nodes = load_nodes(args.trace, args.cluster, args.nodes, args.gpus_per_node)
     faults = parse_faults(args.fault, nodes)
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     for p in policies:
-        if p.partition("+")[0] not in available():
-            raise ConfigError(f"--policy: unknown engine {p!r}; available: {', '.join(available())}")
+        check_engine(p, "--policy")
     engines = [_engine(p, args.placement) for p in policies]
     show_progress = sys.stderr.isatty() and not args.json and len(jobs) > 2000
     horizon = max(j.arrival for j in jobs) if jobs else None
@@ -130,8 +112,8 @@ def run_simulate(args) -> int:
 
 def _engine(name: str, placement: str | None):
     """Engine `name` (`fifo`, or `fifo+fgd` with a placement plugin), `--placement` applied."""
+    from ..placement.plugins import check_plugin
     from ..policies import make_policy
-    from ..policies.placer import check_plugin
 
     plugin = name.partition("+")[2]
     if plugin:
@@ -193,7 +175,7 @@ def _list_policies(args) -> int:
     for name in available():
         try:
             doc = (make_policy(name).__doc__ or type(make_policy(name)).__module__).strip().splitlines()[0]
-        except Exception as e:  # an engine that needs options still lists
+        except Exception as e:  # noqa: BLE001 - an engine that needs options still lists
             doc = f"({e})"
         rows.append({"engine": name, "about": doc})
     emit({"policies": rows}, as_json=args.json, tables={"engines": rows})

@@ -1,0 +1,280 @@
+"""Looking ahead on the simulator: fork the present and run engines forward on the copies.
+
+- `run_forks`: each engine on its own fork of a backend, run to a time or to the end, each
+  within an optional wall-clock budget (`Controller.what_if` is this).
+- `prepare_preview`: what switching engines is forecast to change over a horizon: the engine
+  scheduling now (a copy keeping its learning state) and the candidate side by side.
+- `prepare_what_if`: every engine from here to the end, measured as `workbench simulate`
+  measures a run (`metrics.run_metrics`).
+
+The `prepare_*` functions fork at once, on the caller's thread while the live run stands
+still, and return a function that runs on the fork and touches nothing live: it may run in
+a worker thread while the live run goes on. Figures come from `metrics`, as for any run.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .backend import Forkable
+from .control import Controller
+from .metrics import job_metrics, run_metrics, usage_metrics
+from .model import JobState, JobStatus
+from .policies import available, make_policy
+from .policies.base import Policy
+
+WHAT_IF_COLUMNS = ("completed", "rejected", "unfinished", "avg_jct_h", "median_jct_h",
+                   "p95_jct_h", "makespan_h", "avg_queue_h", "deadline_hit_rate",
+                   "gpu_alloc_util", "restarts")
+RUN_SLICE = 50  # rounds between two looks at the wall clock of a budgeted run
+
+
+@dataclass
+class ForkRun:
+    """One engine run forward on its own fork."""
+
+    label: str
+    controller: Controller  # its backend is the fork
+    complete: bool  # got to where it was asked to (or to the end) within its budget
+    seconds: float  # wall time of the run
+
+
+def run_forks(base: Forkable, engines: Mapping[str, Policy | str], until: float | None = None,
+              budget_s: float | None = None) -> list[ForkRun]:
+    """Each engine (an engine, or a name made afresh) on its own fork of `base`, run to
+    `until` (None: the end), for at most `budget_s` seconds of wall time each (None: no
+    limit). `base` itself is not moved."""
+    runs = []
+    for label, engine in engines.items():
+        twin = Controller(base.fork(), make_policy(engine) if isinstance(engine, str) else engine)
+        t0 = time.perf_counter()
+        complete = run_ahead(twin, until, None if budget_s is None else t0 + budget_s)
+        runs.append(ForkRun(label, twin, complete, time.perf_counter() - t0))
+    return runs
+
+
+def run_ahead(controller: Controller, until: float | None, deadline: float | None = None) -> bool:
+    """Run to the end (or `until`); with a wall-clock `deadline`, in slices, stopping once it
+    has passed: a slow engine must not hold a what-if hostage. True when it got there."""
+    if deadline is None:
+        controller.run(until=until)
+        return True
+    backend = controller.backend
+    while not backend.done():
+        before = (backend.now, controller.rounds)
+        controller.run(until=until, max_rounds=RUN_SLICE)
+        if until is not None and backend.now >= until:
+            return True
+        if (backend.now, controller.rounds) == before or controller.stalled:
+            return True  # nothing more will happen (the run ended or stalled)
+        if time.perf_counter() > deadline:
+            return False
+    return True
+
+
+# ---- a switch preview ------------------------------------------------------------------------
+
+PREVIEW_LABELS = {"completed": "jobs completed", "deadline_hits": "deadlines met",
+                  "mean_jct_h": "mean JCT of those (h)", "queued_at_end": "queued at the end",
+                  "gpu_util": "GPU allocation", "restarts": "restarts (all jobs)"}
+
+
+@dataclass
+class SwitchPreview:
+    """What switching from `current` to `candidate` is forecast to change over `horizon` s."""
+
+    current: str
+    candidate: str
+    start: float
+    horizon: float
+    table: pd.DataFrame  # one row per policy: completed, deadline hits, JCT, queue, utilisation
+    changes: pd.DataFrame  # jobs whose outcome differs most
+    decisions: pd.DataFrame  # the first decisions each policy would take
+    seconds: float
+
+    def comparison(self) -> pd.DataFrame:
+        """The table transposed: one row per measure, one column per engine (fits a sidebar)."""
+        t = self.table.set_index("policy")[list(PREVIEW_LABELS)].T
+        t.index = [PREVIEW_LABELS[i] for i in t.index]
+        out = t.reset_index(names="over the horizon")
+        for c in out.columns[1:]:
+            out[c] = [_short(v, k) for v, k in zip(out[c], PREVIEW_LABELS)]
+        return out
+
+    def summary(self) -> str:
+        t = self.table.set_index("policy")
+        a, b = t.iloc[0], t.iloc[1]
+        parts = [f"completions {a.completed:.0f} → {b.completed:.0f}",
+                 f"queued at end {a.queued_at_end:.0f} → {b.queued_at_end:.0f}"]
+        if not (math.isnan(a.mean_jct_h) or math.isnan(b.mean_jct_h)):
+            parts.append(f"mean JCT of those {a.mean_jct_h:.2f} h → {b.mean_jct_h:.2f} h")
+        if a.deadline_jobs or b.deadline_jobs:
+            parts.append(f"deadlines met {a.deadline_hits:.0f} → {b.deadline_hits:.0f}")
+        return f"over the next {self.horizon / 3600:g} h: " + ", ".join(parts)
+
+
+def prepare_preview(backend: Forkable, current: Policy, candidate: Policy, horizon: float
+                    ) -> Callable[[], SwitchPreview]:
+    """Fork `backend` now; return a function running `current` (a copy, keeping its learning
+    state) and `candidate` side by side on the fork for `horizon` seconds."""
+    if candidate.name == current.name:
+        raise ValueError(f"{candidate.name} is already the engine scheduling now")
+    try:
+        keep = copy.deepcopy(current)  # keeps the engine's learning state
+    except Exception:  # noqa: BLE001 - an engine that cannot be copied starts afresh
+        keep = make_policy(current.name)
+    base = backend.fork()
+    start = base.now
+    base_usage = copy.copy(base.usage)
+    cur, new = current.name, candidate.name
+
+    def run() -> SwitchPreview:
+        t0 = time.perf_counter()
+        runs = run_forks(base, {cur: keep, new: candidate}, until=start + horizon)
+        table = pd.DataFrame([horizon_row(r, start, base_usage) for r in runs])
+        outcomes = {r.label: dict(r.controller.backend.jobs) for r in runs}
+        changes = job_changes(outcomes[cur], outcomes[new], cur, new, start)
+        return SwitchPreview(cur, new, start, horizon, table, changes, first_decisions(runs),
+                             time.perf_counter() - t0)
+
+    return run
+
+
+def horizon_row(run: ForkRun, start: float, base_usage: Any) -> dict[str, Any]:
+    """A run's outcome since `start` (when it was forked): jobs completed since, the deadlines
+    among them met, their mean JCT, the queue at the end, the GPU allocation since."""
+    backend = run.controller.backend
+    jobs = list(backend.jobs.values())
+    done = job_metrics(j for j in jobs if j.state is JobState.COMPLETED and j.finish_time > start)
+    hits = round(done["deadline_hit_rate"] * done["deadline_jobs"]) if done["deadline_jobs"] else 0
+    since = usage_since(backend.usage, base_usage)
+    queued = sum(1 for j in list(backend.active.values())
+                 if j.state in (JobState.PENDING, JobState.HOLDING))
+    return {"policy": run.label, "completed": done["completed"],
+            "deadline_jobs": done["deadline_jobs"] + _missed_since(jobs, start, backend.now),
+            "deadline_hits": hits, "mean_jct_h": done["avg_jct_h"], "queued_at_end": queued,
+            "gpu_util": usage_metrics(since)["gpu_alloc_util"],
+            "restarts": sum(j.restarts for j in jobs), "rounds": run.controller.rounds}
+
+
+def usage_since(usage: Any, before: Any) -> Any:
+    """The resource-time integrals accumulated between `before` and `usage` (two `Usage`s)."""
+    return type(usage)(**{f.name: getattr(usage, f.name) - getattr(before, f.name)
+                          for f in dataclasses.fields(usage)})
+
+
+def _missed_since(jobs: Iterable[JobStatus], start: float, now: float) -> int:
+    """Jobs whose deadline fell between `start` and `now` that had not completed by it."""
+    return sum(1 for j in jobs if j.spec.deadline is not None and start < j.spec.deadline <= now
+               and not (j.state is JobState.COMPLETED and j.finish_time <= j.spec.deadline))
+
+
+def first_decisions(runs: Sequence[ForkRun], per_run: int = 12) -> pd.DataFrame:
+    """The first decisions (not waits) each run took."""
+    rows = []
+    for r in runs:
+        acts = [d for d in r.controller.recorder.decisions if d.action != "Wait"][:per_run]
+        rows += [{"policy": r.label, "time_h": d.time / 3600, "action": d.action, "job": d.job,
+                  "reason": d.reason} for d in acts]
+    return pd.DataFrame(rows, columns=["policy", "time_h", "action", "job", "reason"])
+
+
+def job_changes(a: dict[str, JobStatus], b: dict[str, JobStatus], name_a: str, name_b: str,
+                start: float, top: int = 12) -> pd.DataFrame:
+    """The `top` jobs whose outcomes under `name_a` (`a`) and `name_b` (`b`) differ most."""
+    rows = []
+    for name in set(a) | set(b):
+        ja, jb = a.get(name), b.get(name)
+        if ja is None or jb is None:
+            continue
+        if ja.state.finished and (ja.finish_time or 0) <= start:
+            continue  # finished before the fork: the switch cannot change it
+        fa = ja.finish_time if ja.state is JobState.COMPLETED else None
+        fb = jb.finish_time if jb.state is JobState.COMPLETED else None
+        if fa is None and fb is None:
+            delta = 0.0 if ja.state == jb.state else 1e9
+            if (ja.fraction_done - jb.fraction_done) and not delta:
+                delta = abs(ja.fraction_done - jb.fraction_done) * 1e3
+        elif fa is None or fb is None:
+            delta = 1e8
+        else:
+            delta = abs(fa - fb)
+        if delta < 1.0:
+            continue
+        rows.append({"job": name, name_a: _outcome(ja), name_b: _outcome(jb), "_delta": delta})
+    rows.sort(key=lambda r: -r["_delta"])
+    df = pd.DataFrame(rows[:top], columns=["job", name_a, name_b, "_delta"])
+    return df.drop(columns="_delta")
+
+
+def _outcome(j: JobStatus) -> str:
+    if j.state is JobState.COMPLETED:
+        return f"done at {j.finish_time / 3600:.2f} h"
+    if j.state is JobState.REJECTED:
+        return "rejected"
+    return f"{j.state.value}, {j.fraction_done:.0%} done"
+
+
+def _short(value: Any, key: str) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "–"
+    if key == "gpu_util":
+        return f"{value:.0%}"
+    if key == "mean_jct_h":
+        return f"{value:.2f}"
+    return f"{value:.0f}"
+
+
+# ---- every engine to the end --------------------------------------------------------------
+
+
+@dataclass
+class WhatIfResult:
+    start: float
+    until: float | None
+    table: pd.DataFrame  # one row per engine
+    jct_h: dict[str, np.ndarray] = field(default_factory=dict)  # completed jobs' JCT per engine
+    seconds: float = 0.0
+
+
+def prepare_what_if(backend: Forkable, names: Sequence[str], until: float | None,
+                    budget_s: float) -> Callable[[], WhatIfResult]:
+    """Fork `backend` now; return a function running each engine of `names` on its own copy of
+    the fork to `until` (None: the end), each for at most `budget_s` seconds of wall time."""
+    unknown = [n for n in names if n not in available()]
+    if unknown:
+        raise KeyError(f"unknown engine(s) {', '.join(unknown)};"
+                       f" available: {', '.join(available())}")
+    base = backend.fork()
+    start = base.now
+
+    def run() -> WhatIfResult:
+        t0 = time.perf_counter()
+        rows, jct = [], {}
+        for name in names:  # one at a time: each fork is dropped once measured
+            r = run_forks(base, {name: name}, until, budget_s)[0]
+            twin = r.controller
+            m = run_metrics(twin.backend)
+            rows.append({"policy": name, **{k: m[k] for k in WHAT_IF_COLUMNS},
+                         "stalled": len(twin.stalled), "ran_to_h": twin.backend.now / 3600,
+                         "note": "" if r.complete else f"stopped after {budget_s:g} s of wall time",
+                         "wall_s": r.seconds})
+            jct[name] = completed_jct_h(twin.backend.jobs.values())
+        return WhatIfResult(start, until, pd.DataFrame(rows), jct, time.perf_counter() - t0)
+
+    return run
+
+
+def completed_jct_h(jobs: Iterable[JobStatus]) -> np.ndarray:
+    """The completion times (h) of the completed jobs among `jobs`."""
+    return np.array([(j.finish_time - j.spec.arrival) / 3600 for j in jobs
+                     if j.state is JobState.COMPLETED])
