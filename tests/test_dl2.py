@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from workbench.bench.dl2 import philly_ps_workload
 from workbench.clusters import make_cluster
 from workbench.experiment import run_policy
 from workbench.perf import default_perf
@@ -28,6 +27,7 @@ from workbench.policies.dl2 import (
     teacher_dataset,
     train_dl2,
 )
+from workbench.traces.ps_jobs import philly_ps_workload
 
 TYPES = ("a", "b", "c")
 WORKER = np.array([4.0, 16.0, 1.0])

@@ -7,13 +7,13 @@ import itertools
 import numpy as np
 import pytest
 
-from workbench.bench.dl2 import philly_ps_workload
 from workbench.clusters import make_cluster, preset
 from workbench.control import Controller
 from workbench.model import Admit, JobKind, JobSpec, Node, Place, Reject, Resources
 from workbench.policies import make_policy
 from workbench.policies.oasis import OasisPolicy, PriceBook, sigmoid_utility
 from workbench.sim import SimBackend
+from workbench.traces.ps_jobs import philly_ps_workload
 
 WORKER = Resources(cpu=1, mem=1, gpu=1)
 PS = Resources(cpu=1, mem=1, gpu=0)

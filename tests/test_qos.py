@@ -7,12 +7,13 @@ import re
 import numpy as np
 import pytest
 
-from workbench.bench.qos import cluster, deadline_workload
+from workbench.bench.qos import cluster
 from workbench.clusters import make_cluster
 from workbench.experiment import run_policy
 from workbench.model import JobSpec, Resources
 from workbench.perf import default_perf
 from workbench.policies import make_policy
+from workbench.traces.deadlines import deadline_workload
 
 
 def _job(name, app="cifar10", arrival=0.0, workers=4, max_workers=4, deadline_factor=None,
@@ -183,7 +184,8 @@ def test_bad_option_is_a_clear_error():
 
 
 def test_dqoes_satisfies_more_models_than_kube_default_and_counts_them():
-    from workbench.bench.dqoes import qoe_workload, satisfied
+    from workbench.bench.dqoes import satisfied
+    from workbench.traces.deadlines import qoe_workload
 
     jobs = qoe_workload(0, share=0.25)
     assert all(j.target_metric is not None and j.deadline is not None for j in jobs)
@@ -205,9 +207,9 @@ def test_dqoes_satisfies_more_models_than_kube_default_and_counts_them():
 
 
 def test_dqoes_view_mid_run_has_targets_and_predictions():
-    from workbench.bench.dqoes import qoe_workload
     from workbench.control import Controller
     from workbench.sim import SimBackend
+    from workbench.traces.deadlines import qoe_workload
 
     jobs = qoe_workload(1, share=0.2)
     policy = make_policy("dqoes")

@@ -1,13 +1,13 @@
 """`workbench bench dqoes`: DQoES against the existing system (kube-default) and the other
 baselines, counting satisfied models: jobs that reach their target metric by their deadline.
 
-Workload (one per seed): Pollux workload 1 (Philly-derived arrivals, applications, sizes, batch
-sizes), each job kept with chance `--share`. Each job gets a QoE target: the metric its
-application's measured curve reaches after a fraction q ~ U(`--target` LOW-HIGH) of the
-iterations to convergence at its batch size, and trains until it reaches it (`total_work` = the
-first iteration at which the curve crosses the target). Its deadline is arrival +
-`ALLOWANCE` + f × the ideal time to reach the target at its submitted size, f ~
-U(`--deadline` LOW-HIGH). Same seed, same workload for every engine.
+Workload (one per seed, `traces.deadlines.qoe_workload`): Pollux workload 1 (Philly-derived
+arrivals, applications, sizes, batch sizes), each job kept with chance `--share`. Each job
+gets a QoE target: the metric its application's measured curve reaches after a fraction q ~
+U(`--target` LOW-HIGH) of the iterations to convergence at its batch size, and trains until it
+reaches it (`total_work` = the first iteration at which the curve crosses the target). Its
+deadline is arrival + `ALLOWANCE` + f × the ideal time to reach the target at its submitted
+size, f ~ U(`--deadline` LOW-HIGH). Same seed, same workload for every engine.
 
 Scenarios: constrained (`--constrained` nodes × 4 GPUs, default 8) and ample (`--ample`,
 default 16). DQoES's "existing system" is the default scheduler: kube-default here.
@@ -23,49 +23,11 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..output import emit
-from .qos import ALLOWANCE, _factors, cluster
+from ..traces.deadlines import ALLOWANCE, qoe_workload
+from .qos import _factors, cluster
 
 BASELINES = ("kube-default", "fifo", "drf", "tiresias", "optimus", "qos")
 PAPER_RATIO = 8.0  # "up to 8x more satisfied models than the existing system"
-
-
-def qoe_workload(seed: int, *, share: float = 0.8, targets: tuple[float, float] = (0.5, 0.95),
-                 factors: tuple[float, float] = (0.7, 3.0), allowance: float = ALLOWANCE,
-                 gpus_per_node: int = 4) -> list:
-    """The seeded workload of the module docstring."""
-    from ..forecast import model_work_to_target
-    from ..perf import default_perf
-    from ..traces import load_pollux_workload
-    from ..traces.registry import shipped_workload_path
-
-    if not 0 < share <= 1:
-        raise ConfigError(f"--share: expected a number in (0, 1], got {share}")
-    if not 0 < targets[0] <= targets[1] <= 1:
-        raise ConfigError(f"--target: expected LOW-HIGH within (0, 1], got {targets}")
-    if not 0 < factors[0] <= factors[1]:
-        raise ConfigError(f"--deadline: expected LOW-HIGH with 0 < LOW <= HIGH, got {factors}")
-    perf = default_perf()
-    base = load_pollux_workload(shipped_workload_path(), gpus_per_node=gpus_per_node)
-    rng = np.random.default_rng(seed)
-    keep = rng.random(len(base)) < share
-    q = rng.uniform(*targets, len(base))
-    f = rng.uniform(*factors, len(base))
-    out = []
-    for spec, k, qi, fi in zip(base, keep, q, f):
-        if not k:
-            continue
-        app, bs = spec.application, spec.batch_size
-        total = spec.total_work
-        target = float(perf.metric_at(app, bs, qi * total))
-        work = model_work_to_target(perf, app, bs, target)
-        if not np.isfinite(work) or work < 0.05 * total:  # flat start: aim at the final value
-            target = float(perf.metric_at(app, bs, total))
-            work = model_work_to_target(perf, app, bs, target)
-        work = float(min(max(work, 1.0), total))
-        rate = perf.ideal_rate(spec, spec.initial_workers, gpus_per_node)
-        deadline = spec.arrival + allowance + float(fi) * work / rate
-        out.append(spec.with_(total_work=work, target_metric=target, deadline=deadline))
-    return out
 
 
 def satisfied(result) -> int:

@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..output import emit
-from .specon import philly_sample
+from ..traces.ps_jobs import ps_workload
 
 BASELINES = ("kube-default", "fifo", "drf", "tiresias", "optimus")
 PAPER = {"utilisation": (20.0, 30.0), "elapsed": 65.0}
@@ -43,38 +43,6 @@ PAPER = {"utilisation": (20.0, 30.0), "elapsed": 65.0}
 def model_sizes_mb() -> dict[str, float]:
     with resources.files("workbench.perf").joinpath("data/ps_fit.json").open() as f:
         return {m: float(d.get("model_mb", 0.0)) for m, d in json.load(f)["models"].items()}
-
-
-def ps_workload(n: int, seed: int, gpus: int, load: float, trace: str = "philly") -> list:
-    from ..model import JobKind, Resources
-    from ..perf import default_perf
-    from ..traces.common import WORKER_DEMAND
-    from ..traces.synthetic import PS_BATCH_PER_WORKER
-
-    perf = default_perf()
-    models = list(perf.ps_models)
-    rng = np.random.default_rng(10_000 + seed)
-    jobs = []
-    if trace == "pollux":
-        from ..traces import default_workload
-
-        source = sorted(default_workload(), key=lambda j: (j.arrival, j.name))[:n]
-    elif trace == "philly":
-        source = philly_sample(n, None, seed, gpus=gpus, load=load)
-    else:
-        raise ConfigError(f"--trace: expected philly or pollux, got {trace!r}")
-    for spec in source:
-        run = spec.total_work / perf.ideal_rate(spec, spec.initial_workers)
-        model = models[int(rng.integers(len(models)))]
-        w = min(spec.initial_workers, 12)
-        ps = math.ceil(w / 4)
-        jobs.append(spec.with_(
-            name=f"{model}-{spec.name.rsplit('-', 1)[-1]}", application=model, kind=JobKind.PS,
-            batch_size=PS_BATCH_PER_WORKER.get(model, 32), initial_workers=w,
-            min_workers=math.ceil(w / 2), max_workers=min(2 * w, 12), num_ps=ps,
-            worker_demand=WORKER_DEMAND, ps_demand=Resources(cpu=2, mem=8, gpu=0),
-            total_work=run * perf.ps_speed(model, w, ps)))
-    return jobs
 
 
 def cross_fraction(job) -> float:

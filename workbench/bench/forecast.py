@@ -155,8 +155,8 @@ def score(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def run_bench(seeds: int, policies: list[str], workloads: list[str], *, model_error: float,
               nodes: int, step: float, share: float) -> dict[str, Any]:
-    from .dqoes import qoe_workload
-    from .qos import cluster, deadline_workload
+    from ..traces.deadlines import deadline_workload, qoe_workload
+    from .qos import cluster
 
     out_rows = []
     for wl in workloads:

@@ -41,7 +41,7 @@ def run(args) -> int:
     from ..experiment import run_policy
     from ..perf import default_perf
     from ..policies.oasis import OasisPolicy
-    from .dl2 import philly_ps_workload
+    from ..traces.ps_jobs import philly_ps_workload
 
     if args.seeds < 1:
         raise ConfigError(f"--seeds: expected a positive integer, got {args.seeds}")

@@ -1,9 +1,9 @@
 """`workbench bench qos`: the QoS framework's two claims, measured against kube-default and the
 other baselines on a real-trace-derived workload with deadlines.
 
-Workload (one per seed): Pollux workload 1 (160 jobs sampled from the Philly trace: arrivals,
-applications, sizes, batch sizes; `--trace pollux:PATH` for another), each job kept with
-chance `--share` (seeded), with deadline = arrival + `ALLOWANCE` + f × its ideal run time at its
+Workload (one per seed, `traces.deadlines.deadline_workload`): Pollux workload 1 (160 jobs
+sampled from the Philly trace: arrivals, applications, sizes, batch sizes; `--trace
+pollux:PATH` for another), each job kept with chance `--share` (seeded), with deadline = arrival + `ALLOWANCE` + f × its ideal run time at its
 submitted size (packed), f uniform in `--deadline LOW-HIGH` (seeded). The allowance (one
 scheduling round plus one restart, which every engine pays before a job trains) keeps the
 many one-minute jobs of the trace from having deadlines no scheduler could meet; f < 1 makes
@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..output import emit
+from ..traces.deadlines import ALLOWANCE, deadline_workload
 
 BASELINES = ("kube-default", "fifo", "drf", "tiresias", "optimus")
 QOS_VARIANTS: tuple[tuple[str, dict], ...] = (
@@ -40,45 +41,6 @@ QOS_VARIANTS: tuple[tuple[str, dict], ...] = (
     ("qos", {}),
 )
 PAPER = {"scheduling_gain_pct": 26.0, "autoscaling_completion": 1.0, "cpu_utilisation": 1.0}
-ALLOWANCE = 120.0  # seconds: one 60 s round + one 30 s restart, rounded up
-CPU_WORKER = {"cpu": 4.0, "mem": 16.0, "gpu": 0.0}
-
-
-def deadline_workload(seed: int, *, trace: str | None = None, share: float = 0.8,
-                      factors: tuple[float, float] = (0.7, 3.0), allowance: float = ALLOWANCE,
-                      cpu: bool = False, gpus_per_node: int = 4) -> list:
-    """The seeded workload of the module docstring."""
-    from ..model import Resources
-    from ..traces import load_pollux_workload
-    from ..traces.registry import shipped_workload_path
-
-    path = shipped_workload_path()
-    if trace:
-        kind, _, arg = trace.partition(":")
-        if kind != "pollux" or not arg:
-            raise ConfigError(f"--trace: expected pollux:PATH, got {trace!r}")
-        path = arg
-    if not 0 < share <= 1:
-        raise ConfigError(f"--share: expected a number in (0, 1], got {share}")
-    lo, hi = factors
-    if not 0 < lo <= hi:
-        raise ConfigError(f"--deadline: expected LOW-HIGH with 0 < LOW <= HIGH, got {lo}-{hi}")
-    # deadline_factor=1 gives deadline = arrival + ideal run time at the submitted size.
-    base = load_pollux_workload(path, deadline_factor=1.0, gpus_per_node=gpus_per_node)
-    rng = np.random.default_rng(seed)
-    keep = rng.random(len(base)) < share
-    f = rng.uniform(lo, hi, len(base))
-    demand = Resources(**CPU_WORKER) if cpu else None
-    out = []
-    for spec, k, fi in zip(base, keep, f):
-        if not k:
-            continue
-        run = spec.deadline - spec.arrival
-        spec = spec.with_(deadline=spec.arrival + allowance + float(fi) * run)
-        if demand is not None:
-            spec = spec.with_(worker_demand=demand)
-        out.append(spec)
-    return out
 
 
 def cluster(nodes: int, cpu: bool = False) -> list:
@@ -258,4 +220,4 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-__all__ = ["cluster", "deadline_workload", "register", "run_bench"]
+__all__ = ["cluster", "register", "run_bench"]

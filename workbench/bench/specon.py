@@ -19,65 +19,19 @@ from __future__ import annotations
 import argparse
 import time
 from dataclasses import replace
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..output import emit
+from ..traces.philly_sample import philly_sample
 
 # Cores a worker uses unthrottled, as a multiple of its 4-core request. Assumed, not measured.
 CPU_BURST = {"imagenet": 4.0, "yolov3": 4.0, "cifar10": 3.0, "deepspeech2": 2.0, "bert": 1.0,
              "ncf": 1.5}
 BASELINES = ("kube-default", "fifo", "drf", "tiresias", "optimus")
 PAPER = {"individual": 41.5, "system": 14.8, "makespan": 24.7}
-
-
-@lru_cache(maxsize=1)
-def _philly():
-    from ..traces import load_philly
-
-    return load_philly(seed=0)
-
-
-def philly_sample(n: int, hours: float | None, seed: int, *, gpus: int = 64, load: float = 1.0,
-                  max_gpus: int = 16, max_hours: float = 12.0, min_seconds: float = 60.0) -> list:
-    """`n` Philly jobs picked at random (seeded), in trace order, arriving uniformly over `hours`.
-
-    With `hours` None the window is set so that the jobs' GPU-hours (at their trace size and
-    speed) over the window are `load` times the cluster's `gpus`.
-    """
-    from ..perf import default_perf
-
-    if n < 1:
-        raise ConfigError(f"--jobs: expected a positive integer, got {n}")
-    if hours is not None and hours <= 0:
-        raise ConfigError(f"--hours: expected a positive number, got {hours}")
-    if not load > 0:
-        raise ConfigError(f"--load: expected a positive number, got {load}")
-    trace = _philly()
-    perf = default_perf()
-    rng = np.random.default_rng(seed)
-    picked = []
-    gpu_seconds = 0.0
-    for idx in rng.permutation(len(trace)):
-        spec = trace[int(idx)]
-        if spec.initial_workers > max_gpus:
-            continue
-        run = spec.total_work / perf.ideal_rate(spec, spec.initial_workers)
-        if min_seconds <= run <= max_hours * 3600:
-            picked.append((int(idx), spec))
-            gpu_seconds += run * spec.initial_workers
-            if len(picked) == n:
-                break
-    picked.sort()
-    if hours is None:
-        hours = gpu_seconds / 3600.0 / (gpus * load)
-    arrivals = np.sort(rng.uniform(0.0, hours * 3600.0, len(picked)))
-    arrivals -= arrivals[0]
-    return [spec.with_(name=f"{spec.application}-{k}", arrival=float(t))
-            for k, ((_, spec), t) in enumerate(zip(picked, arrivals))]
 
 
 def _jct(result) -> dict[str, float]:

@@ -600,7 +600,7 @@ VAL_SEED_BASE = 5_000
 
 
 def _workload(cfg: TrainConfig, seed: int, perf):
-    from ..bench.dl2 import philly_ps_workload
+    from ..traces.ps_jobs import philly_ps_workload
 
     return philly_ps_workload(cfg.jobs, seed=seed, load=cfg.load,
                               cluster_gpus=cfg.nodes * cfg.gpus_per_node, perf=perf)
