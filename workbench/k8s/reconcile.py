@@ -1,0 +1,423 @@
+"""From what the watch shows to each job's `JobStatus`: the Kubernetes backend's bookkeeping.
+
+`JobBook` is what the backend knows across rounds: every job it tracks (its pods, its batch/v1
+Jobs, the placement being bound), the `JobStatus`es the policies see, and the resources that
+bound pods hold and planned placements reserve. `Reconciler.sync()` brings the book up to what
+the cache shows: it discovers jobs once all their pods exist, follows their progress and
+service, ends them when their pods succeed, fail for good or vanish, sends them back to waiting
+when a node fails or a gang is broken, and (through `actions.Actuator`) binds the re-created
+pods of planned placements.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..model import JobState, JobStatus, Placement
+from . import labels
+from .cache import (
+    Clock,
+    ClusterCache,
+    NodeView,
+    PodGroup,
+    bound_placement,
+    checkpoint_of,
+    group_pods,
+    job_name,
+    owner_job,
+    role_of,
+    spec_from_pods,
+)
+
+if TYPE_CHECKING:
+    from .actions import Actuator
+
+log = logging.getLogger("workbench.k8s.reconcile")
+
+W, PS = labels.ROLE_WORKER, labels.ROLE_PS
+
+
+@dataclass
+class TrackedJob:
+    """One training job as the backend follows it across rounds."""
+
+    key: tuple[str, str]
+    status: JobStatus
+    owners: dict[str, str] = field(default_factory=dict)  # role -> batch/v1 Job name
+    templates: dict[str, dict] = field(default_factory=dict)  # role -> bare pod to re-create
+    desired: dict[str, int] = field(default_factory=dict)  # pods per role it should have
+    plan: tuple[Placement, Placement] | None = None  # placement being bound (reserved)
+    plan_since: float = 0.0  # monotonic
+    checkpoint: float = 0.0
+    partial: bool = False  # placed pod by pod (kube-default): a partial gang is allowed
+    missing_since: float | None = None  # monotonic: when its pods were last seen
+    last_sync: float = 0.0
+    evented_reason: str = ""
+    pending_pods: dict[str, list[dict]] = field(default_factory=dict)
+    bound_pods: list[dict] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.status.name
+
+
+@dataclass
+class JobBook:
+    """What the backend knows across rounds; `Reconciler` and `Actuator` both work on it."""
+
+    jobs: dict[str, JobStatus] = field(default_factory=dict)  # every job seen, finished too
+    active: dict[str, JobStatus] = field(default_factory=dict)
+    finished: list[JobStatus] = field(default_factory=list)
+    queue: list[JobStatus] = field(default_factory=list)  # waiting, in arrival order
+    tracked: dict[tuple[str, str], TrackedJob] = field(default_factory=dict)
+    by_name: dict[str, TrackedJob] = field(default_factory=dict)
+    ignored: set[tuple[str, str]] = field(default_factory=set)  # ended/refused before seen
+    submitted: dict[tuple[str, str], float] = field(default_factory=dict)  # created, no pods
+    deleting: dict[str, float] = field(default_factory=dict)  # pod uid -> monotonic delete time
+    # pods we bound that the watch has not shown bound yet: uid -> (node, monotonic time)
+    assumed: dict[str, tuple[str, float]] = field(default_factory=dict)
+    future_arrivals: list[float] = field(default_factory=list)  # announced, not yet due
+    node_failures: list[tuple[float, str, str]] = field(default_factory=list)  # (t, node, job)
+    view: NodeView | None = None
+    allocated: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # bound pods
+    reserved: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # planned, unbound
+
+    def has_plans(self) -> bool:
+        return any(j.plan is not None for j in self.tracked.values())
+
+    def job_reserved(self, job: TrackedJob) -> np.ndarray:
+        """What `job`'s planned placement still needs per node (pods not bound yet)."""
+        view = self.view
+        reserved = np.zeros_like(self.allocated)
+        if job.plan is None:
+            return reserved
+        bound = bound_placement(job.bound_pods)
+        for k, role in enumerate((W, PS)):
+            demand = job.status.spec.worker_demand if role == W else job.status.spec.ps_demand
+            for node, count in job.plan[k].items():
+                left = count - bound[k].get(node, 0)
+                if left > 0 and node in view.node_index:
+                    reserved[view.node_index[node]] += demand.as_array() * left
+        return reserved
+
+    def reservations(self) -> np.ndarray:
+        """Resources promised to planned placements whose pods are not bound yet."""
+        reserved = np.zeros_like(self.allocated)
+        for job in self.tracked.values():
+            if job.plan is not None:
+                reserved += self.job_reserved(job)
+        return reserved
+
+    def finish(self, job: TrackedJob, now: float, state: JobState, reason: str) -> None:
+        """End `job` (completed or rejected): it holds nothing and leaves the active set."""
+        st = job.status
+        st.state = state
+        st.finish_time = now
+        st.throughput = 0.0
+        st.reason = reason
+        st.workers, st.ps = {}, {}
+        job.plan = None
+        self.active.pop(st.name, None)
+        self.finished.append(st)
+
+
+class Reconciler:
+    """Keeps a `JobBook` in step with a `ClusterCache` (see the module docstring)."""
+
+    def __init__(self, book: JobBook, cache: ClusterCache, clock: Clock, actuator: Actuator, *,
+                 namespace: str | None, scheduler_name: str, plan_timeout: float,
+                 history_interval: float | None) -> None:
+        self.book = book
+        self.cache = cache
+        self.clock = clock
+        self.actuator = actuator
+        self.namespace = namespace
+        self.scheduler_name = scheduler_name
+        self.plan_timeout = plan_timeout
+        self.history_interval = history_interval
+        self.synced_version = -1
+        self.synced_at = 0.0
+
+    def due(self) -> bool:
+        """Whether a sync can change anything: the cache changed, an announced arrival is
+        due, a restart is under way, or it has been a while (service accounting)."""
+        now = self.clock.now()
+        return self.cache.version != self.synced_version or self.book.has_plans() or \
+            any(t <= now for t in self.book.future_arrivals) or \
+            time.monotonic() - self.synced_at > 10.0
+
+    def sync(self) -> None:
+        """Bring every job's status up to what the cache shows; bind re-created pods of
+        planned placements; send jobs on failed nodes back to waiting."""
+        book = self.book
+        self.synced_version = self.cache.version
+        self.synced_at = time.monotonic()
+        now = self.clock.now()
+        mono = time.monotonic()
+        node_objs, pods, job_objs = self.cache.snapshot()
+        book.view = view = NodeView.build(node_objs)
+        live_uids = {p["metadata"]["uid"] for p in pods}
+        for uid in [u for u in book.deleting if u not in live_uids]:
+            del book.deleting[uid]
+        if book.assumed:
+            pods = self._assume(pods, mono)
+        skip = set(book.deleting)
+        # issue #14: allocation is taken here, before `_update` binds planned pods below
+        # (clearing their plan), and the reservations after it
+        book.allocated = view.allocation(pods, self.cache.demand, skip)
+        groups = group_pods(pods, self.scheduler_name, skip)
+        batch_jobs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in job_objs}
+        book.future_arrivals = []
+        discovered = False
+        for key, group in groups.items():
+            job = book.tracked.get(key)
+            if job is None:
+                if key in book.ignored:
+                    continue
+                job = self._discover(key, group, batch_jobs, now)
+                if job is None:
+                    continue
+                discovered = True
+            self._update(job, group, batch_jobs, now, mono)
+        if discovered:  # jobs in arrival order, as the simulator lists them
+            book.active = dict(sorted(book.active.items(),
+                                      key=lambda kv: (kv[1].spec.arrival, kv[0])))
+        for key, job in book.tracked.items():
+            if key not in groups and not job.status.state.finished:
+                self._missing(job, batch_jobs, now, mono)
+        for key in [k for k, t in book.submitted.items() if mono - t > self.plan_timeout]:
+            log.warning("job %s/%s: no pods %.0f s after it was created", *key, self.plan_timeout)
+            del book.submitted[key]
+        book.reserved = book.reservations()
+        waiting = [j for j in book.active.values()
+                   if j.state in (JobState.PENDING, JobState.HOLDING)]
+        waiting.sort(key=lambda j: (j.spec.arrival, j.name))
+        book.queue = waiting
+
+    def _assume(self, pods: list[dict], mono: float) -> list[dict]:
+        """Pods as bound where our bind succeeded but the watch has not caught up (the
+        scheduler's 'assumed pods'), so a gang never looks broken by the cache's lag."""
+        assumed = self.book.assumed
+        out = []
+        for pod in pods:
+            uid = pod["metadata"]["uid"]
+            hit = assumed.get(uid)
+            if hit is not None:
+                if pod["spec"].get("nodeName") or mono - hit[1] > 60.0:
+                    del assumed[uid]
+                else:
+                    pod = {**pod, "spec": {**pod["spec"], "nodeName": hit[0]}}
+            out.append(pod)
+        live = {p["metadata"]["uid"] for p in pods}
+        for uid in [u for u in assumed if u not in live]:
+            del assumed[uid]
+        return out
+
+    def _desired(self, group: PodGroup, batch_jobs: dict, owners: dict[str, str]) -> dict[str, int]:
+        ann = group.annotations()
+        out = {}
+        for role, key in ((W, labels.NUM_WORKERS), (PS, labels.NUM_PS)):
+            owner = owners.get(role)
+            obj = batch_jobs.get((group.key[0], owner)) if owner else None
+            if obj is not None and obj["spec"].get("parallelism") is not None:
+                out[role] = int(obj["spec"]["parallelism"])
+            elif ann.get(key) not in (None, ""):
+                out[role] = int(float(ann[key])) if role == PS or float(ann[key]) > 0 else 1
+            else:
+                out[role] = group.count(role)
+        if out[W] == 0 and out[PS] == 0:
+            out[W] = max(group.count(W), 1)
+        return out
+
+    def _discover(self, key, group: PodGroup, batch_jobs: dict, now: float) -> TrackedJob | None:
+        """A job seen for the first time: tracked once all its pods exist."""
+        book = self.book
+        if any(labels.REJECTED in (p["metadata"].get("annotations") or {}) for p in group.pods) \
+                or (group.succeeded and not group.live):
+            book.ignored.add(key)
+            return None
+        owners = {}
+        for p in group.pods:
+            o = owner_job(p)
+            if o:
+                owners.setdefault(role_of(p), o)
+        desired = self._desired(group, batch_jobs, owners)
+        if any(group.count(r) < n for r, n in desired.items()):
+            return None  # its Job is still creating pods
+        name = job_name(key, self.namespace)
+        created = self.clock.from_unix(group.created) if group.created else now
+        try:
+            spec = spec_from_pods(name, group.live, arrival=created, workers=desired[W] or None,
+                                  ps=desired[PS])
+        except ValueError as e:
+            log.warning("job %s: %s; ignored", name, e)
+            book.ignored.add(key)
+            return None
+        if spec.arrival > now:
+            book.future_arrivals.append(spec.arrival)
+            return None
+        book.submitted.pop(key, None)
+        status = JobStatus(spec=spec, target_workers=spec.initial_workers,
+                           target_ps=spec.num_ps, reason="waiting: arrived, not yet scheduled")
+        job = TrackedJob(key, status, owners=owners, desired=desired, last_sync=now)
+        job.checkpoint = max((checkpoint_of(p) for p in group.pods), default=0.0)
+        status.progress = min(job.checkpoint, spec.total_work)
+        for p in group.pods:
+            if not owner_job(p):
+                job.templates.setdefault(role_of(p), _bare_template(p))
+        book.tracked[key] = job
+        book.by_name[name] = job
+        book.jobs[name] = status
+        book.active[name] = status
+        return job
+
+    def _update(self, job: TrackedJob, group: PodGroup, batch_jobs: dict, now: float,
+                mono: float) -> None:
+        """Follow a tracked job's pods: progress, service, completion, failures, its state."""
+        st = job.status
+        job.missing_since = None
+        if st.state.finished:
+            return
+        dt = now - job.last_sync
+        if st.state is JobState.RUNNING and dt > 0:
+            st.executed_time += dt
+            st.attained_service += dt * st.spec.worker_demand.gpu * st.target_workers
+        job.last_sync = now
+        report = group.progress()
+        st.progress = max(st.progress, min(report.iterations, st.spec.total_work))
+        if report.metric is not None:
+            st.metric = report.metric
+        job.pending_pods = group.pending
+        job.bound_pods = [p for p in group.live if p["spec"].get("nodeName")]
+        if group.succeeded:
+            # a training job's pods end together when its work is done; a Job with
+            # completions unset creates no pod after one has succeeded, so pods still
+            # pending (re-created by a restart that raced the end) would wait forever
+            extra = [p for ps in group.pending.values() for p in ps]
+            if extra:
+                self.actuator.delete_pods(job, extra, recreate=False)
+            self._complete(job, now)
+            return
+        if group.failed and not group.live and self._gave_up(job, batch_jobs):
+            self.book.finish(job, now, JobState.REJECTED,
+                             f"failed: {group.failed} pod(s) failed and none will be re-created")
+            return
+        view = self.book.view
+        down = [p["spec"]["nodeName"] for p in job.bound_pods
+                if p["spec"]["nodeName"] in view.node_index
+                and not view.ready[view.node_index[p["spec"]["nodeName"]]]]
+        if down:
+            node = down[0]
+            self.book.node_failures.append((now, node, job.name))
+            self.actuator.restart(job, f"waiting: node {node} failed; resumes from checkpoint at"
+                                       f" {st.progress:,.0f} iterations", "NodeFailed",
+                                  warning=True)
+            return
+        st.workers, st.ps = bound_placement(job.bound_pods)
+        if job.plan is not None:
+            self.actuator.advance_plan(job, group, mono)
+            if job.plan is not None:
+                # the placement is reserved: policies see it as the simulator shows a restart
+                st.workers, st.ps = dict(job.plan[0]), dict(job.plan[1])
+                st.state = JobState.RESTARTING
+                st.throughput = 0.0
+                return
+        if self._follow_placement(job, report.throughput, now):
+            self._record_history(st, now)
+
+    def _follow_placement(self, job: TrackedJob, throughput: float, now: float) -> bool:
+        """The job's state from its bound pods; False when a broken gang sent it back."""
+        st = job.status
+        n_w, n_p = st.num_workers, st.num_ps
+        if n_w == 0 and n_p == 0:
+            if st.state.placed:
+                st.progress = max(st.progress, job.checkpoint)
+                job.checkpoint = st.progress
+                st.reason = "waiting: its pods were deleted; resumes from checkpoint at" \
+                            f" {st.progress:,.0f} iterations"
+            st.state = JobState.PENDING
+            st.throughput = 0.0
+        elif n_w >= st.target_workers and n_p >= st.target_ps:
+            running = all(p.get("status", {}).get("phase") == "Running" for p in job.bound_pods)
+            if running and st.state is not JobState.RUNNING:
+                st.last_start = now
+                if st.first_start is None:
+                    st.first_start = now
+            st.state = JobState.RUNNING if running else JobState.RESTARTING
+            st.throughput = throughput if running else 0.0
+        elif job.partial:
+            st.state = JobState.HOLDING
+            st.throughput = 0.0
+        else:
+            self.actuator.restart(job, f"waiting: {st.target_workers + st.target_ps - n_w - n_p}"
+                                       " pods of the gang were lost; resumes from checkpoint at"
+                                       f" {st.progress:,.0f} iterations", "GangBroken",
+                                  warning=True)
+            return False
+        return True
+
+    def _record_history(self, st: JobStatus, now: float) -> None:
+        if self.history_interval is not None and st.state is JobState.RUNNING and \
+                (not st.history or now - st.history[-1][0] >= self.history_interval):
+            st.history.append((now, st.progress, st.metric if st.metric is not None else np.nan))
+
+    def _missing(self, job: TrackedJob, batch_jobs: dict, now: float, mono: float) -> None:
+        """A tracked job none of whose pods are left: re-created soon, or deleted for good."""
+        st = job.status
+        owners_alive = any((job.key[0], o) in batch_jobs for o in job.owners.values())
+        if job.missing_since is None:
+            job.missing_since = mono
+        if st.state.placed and job.plan is None:
+            st.workers, st.ps = {}, {}
+            st.state = JobState.PENDING
+            st.throughput = 0.0
+        elif job.plan is not None:
+            st.workers, st.ps = dict(job.plan[0]), dict(job.plan[1])
+        if job.plan is not None and mono - job.plan_since > self.plan_timeout:
+            job.plan = None
+            st.workers, st.ps = {}, {}
+            st.state = JobState.PENDING
+            st.reason = f"waiting: its pods did not appear within {self.plan_timeout:.0f} s"
+        if owners_alive or job.plan is not None or mono - job.missing_since < 10.0:
+            return
+        self.book.finish(job, now, JobState.REJECTED, "deleted: its pods and Job are gone")
+
+    def _gave_up(self, job: TrackedJob, batch_jobs: dict) -> bool:
+        """Failed pods nobody re-creates: bare pods, or Jobs that failed or are gone."""
+        if not job.owners:
+            return True
+        for owner in set(job.owners.values()):
+            obj = batch_jobs.get((job.key[0], owner))
+            if obj is None:
+                continue
+            conds = (obj.get("status") or {}).get("conditions") or []
+            if not any(c.get("type") == "Failed" and c.get("status") == "True" for c in conds):
+                return False
+        return True
+
+    def _complete(self, job: TrackedJob, now: float) -> None:
+        st = job.status
+        st.progress = st.spec.total_work if np.isfinite(st.spec.total_work) else st.progress
+        self.book.finish(job, now, JobState.COMPLETED, "completed")
+        st.history.append((now, st.progress, st.metric if st.metric is not None else np.nan))
+
+
+def _bare_template(pod: dict) -> dict:
+    """A bare pod's manifest to create it again (new name; nothing the server set)."""
+    meta = pod["metadata"]
+    job, role = (meta.get("labels") or {}).get(labels.JOB, meta["name"]), role_of(pod)
+    ann = {k: v for k, v in (meta.get("annotations") or {}).items()
+           if k not in (labels.PROGRESS, labels.CHECKPOINT)}
+    spec = {k: v for k, v in pod["spec"].items() if k != "nodeName"}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"generateName": f"{job}-{role}-", "labels": dict(meta.get("labels") or {}),
+                         "annotations": ann},
+            "spec": spec}
+
+
+__all__ = ["JobBook", "Reconciler", "TrackedJob"]
