@@ -11,7 +11,11 @@ produces: nodes (sorted by name) with capacity from `allocatable` cpu/memory/`nv
 allocation from the requests of bound pods that have not ended, and one `JobStatus` per
 training job, its pods grouped by the `workbench.io/job` label (a pod without it is a job of
 its own), its progress from the `workbench.io/progress` annotation. `K8sBackend` builds on the
-same pieces and keeps each job's history across rounds.
+same pieces and keeps each job's history across rounds (`reconcile`).
+
+The node emulator (`local.emulator`) reads the cluster with the same `Informer`, pod helpers
+(`spec_from_pods`, `progress_of`, `role_of`, `bound_placement`) and sped-up `Clock`, so the
+emulated cluster and the scheduler read pods and time alike.
 """
 
 from __future__ import annotations
