@@ -6,6 +6,11 @@ pod stays kube-scheduler's. An HTTP endpoint serves `/metrics` (Prometheus text 
 `/healthz`, and `/policy` (GET: the active engine; POST `?name=ENGINE`: switch engines between
 rounds, losing no job). The daemon and its endpoint live in `workbench.k8s.service`; this
 module parses the arguments and wires them together.
+
+`--leader-elect` runs it as one of several replicas (as kube-scheduler's flag of that name):
+only the holder of a coordination.k8s.io Lease schedules; a standby takes over when the
+leader stops renewing (`workbench.k8s.leader`). A replica that loses the Lease exits 1, to
+be restarted as a standby with fresh state.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import logging
 import signal
 
 from ..errors import ConfigError
+from ..k8s.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD
 
 log = logging.getLogger("workbench.schedule")
 
@@ -42,14 +48,28 @@ def register(subparsers) -> None:
     p.add_argument("--until-done", action="store_true",
                    help="exit once every job seen has completed (default: run until stopped)")
     p.add_argument("--log-level", default="INFO")
+    e = p.add_argument_group("leader election (several replicas, one scheduling)")
+    e.add_argument("--leader-elect", action="store_true",
+                   help="schedule only while holding the Lease; wait as a standby otherwise")
+    e.add_argument("--leader-elect-lease-name", default="workbench-scheduler",
+                   help="name of the Lease (default workbench-scheduler)")
+    e.add_argument("--leader-elect-namespace", default="default",
+                   help="namespace of the Lease (default: default)")
+    e.add_argument("--leader-elect-lease-duration", type=float, default=LEASE_DURATION,
+                   help="seconds a standby waits after the last renewal it saw before taking"
+                        f" over (whole seconds; default {LEASE_DURATION:g})")
+    e.add_argument("--leader-elect-renew-deadline", type=float, default=RENEW_DEADLINE,
+                   help="seconds the leader keeps scheduling without a successful renewal"
+                        f" (default {RENEW_DEADLINE:g})")
+    e.add_argument("--leader-elect-retry-period", type=float, default=RETRY_PERIOD,
+                   help=f"seconds between attempts to acquire or renew (default {RETRY_PERIOD:g})")
     p.set_defaults(func=run_schedule)
 
 
 def make_policy_for(name: str, round_interval: float | None):
-    from ..policies import available, make_policy
+    from ..policies import check_engine, make_policy
 
-    if name not in available():
-        raise ConfigError(f"--policy: unknown engine {name!r}; available: {', '.join(available())}")
+    check_engine(name, "--policy")
     policy = make_policy(name)
     if round_interval is not None:
         if round_interval <= 0:
@@ -71,12 +91,14 @@ def run_schedule(args) -> int:
         raise ConfigError(f"--threads: expected >= 1, got {args.threads}")
     policy = make_policy_for(args.policy, args.round_interval)
     api_client = load_api_client(args.kubeconfig, pool_size=args.threads + 8)
+    elector = _elector(args, api_client) if args.leader_elect else None
     backend = K8sBackend(api_client, namespace=args.namespace, speed=args.speed,
                          threads=args.threads, events=not args.no_events,
-                         serve=not args.until_done, scheduler_name=args.scheduler_name)
+                         serve=not args.until_done, scheduler_name=args.scheduler_name,
+                         start=elector is None)  # a standby watches nothing until it leads
     port = args.metrics_port if args.metrics_port else None
     try:
-        service = SchedulerService(backend, policy, port, args.metrics_address)
+        service = SchedulerService(backend, policy, port, args.metrics_address, elector)
     except BaseException:
         backend.close()
         raise
@@ -93,4 +115,20 @@ def run_schedule(args) -> int:
     done = sum(1 for j in backend.jobs.values() if j.state.value == "completed")
     print(f"stopped after {service.controller.rounds} rounds: {done} jobs completed,"
           f" {int(backend.binder.stats['binds'])} pods bound")
+    if service.lost_leadership:
+        log.error("lost the lease: exiting, to come back as a standby")
+        return 1
     return 0
+
+
+def _elector(args, api_client):
+    from ..k8s.leader import LeaderElector
+
+    try:
+        return LeaderElector(api_client, args.leader_elect_lease_name,
+                             args.leader_elect_namespace,
+                             lease_duration=args.leader_elect_lease_duration,
+                             renew_deadline=args.leader_elect_renew_deadline,
+                             retry_period=args.leader_elect_retry_period)
+    except ValueError as e:
+        raise ConfigError(f"--leader-elect: {e}") from None

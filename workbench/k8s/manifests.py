@@ -5,8 +5,9 @@
   the job, role and training annotations of `labels`.
 - `scheduler_manifests()`: what runs `workbench schedule` inside a cluster with the least
   privilege it needs: a ServiceAccount, a ClusterRole and its ClusterRoleBinding, a
-  Deployment (one replica: the scheduler keeps its state in memory), and a namespaced Role
-  that lets training pods patch their own progress annotation (`workbench.report`).
+  Deployment (two replicas with `--leader-elect`: one schedules, the other stands by), a Role
+  on its Lease, and a namespaced Role that lets training pods patch their own progress
+  annotation (`workbench.report`).
 """
 
 from __future__ import annotations
@@ -118,6 +119,12 @@ SCHEDULER_RULES = [
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "patch"]},
 ]
 
+LEASE_RULES = [
+    # leader election (`--leader-elect`): read, create and renew the Lease
+    {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+     "verbs": ["get", "create", "update"]},
+]
+
 PROGRESS_RULES = [
     # `workbench.report()` patches its own pod's progress annotation
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "patch"]},
@@ -131,7 +138,8 @@ def scheduler_manifests(namespace: str = "workbench-system", *, image: str = "wo
     """The objects to run `workbench schedule` in-cluster, least privilege (see the rules)."""
     meta_labels = {"app.kubernetes.io/name": name, "app.kubernetes.io/part-of": "workbench"}
     args = ["workbench", "schedule", "--policy", policy, "--metrics-port", str(metrics_port),
-            *(extra_args or [])]
+            "--leader-elect", "--leader-elect-namespace", namespace,
+            "--leader-elect-lease-name", name, *(extra_args or [])]
     return [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         {"apiVersion": "v1", "kind": "ServiceAccount",
@@ -143,10 +151,19 @@ def scheduler_manifests(namespace: str = "workbench-system", *, image: str = "wo
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
                      "name": name},
          "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": f"{name}-leader", "namespace": namespace, "labels": meta_labels},
+         "rules": LEASE_RULES},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": f"{name}-leader", "namespace": namespace, "labels": meta_labels},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                     "name": f"{name}-leader"},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}]},
         {"apiVersion": "apps/v1", "kind": "Deployment",
          "metadata": {"name": name, "namespace": namespace, "labels": meta_labels},
          "spec": {
-             "replicas": 1, "strategy": {"type": "Recreate"},  # never two schedulers at once
+             # the Lease lets one replica schedule at a time, so a rolling update is safe
+             "replicas": 2, "strategy": {"type": "RollingUpdate"},
              "selector": {"matchLabels": meta_labels},
              "template": {
                  "metadata": {"labels": meta_labels, "annotations": {

@@ -6,10 +6,18 @@ recorder's lists to a window (a service may run for weeks). The endpoint serves 
 (Prometheus text format), `/healthz` (the watches are alive), and `/policy` (GET: the active
 engine; POST `?name=ENGINE`: switch engines between rounds, losing no job). `workbench
 schedule` only parses its arguments and wires these together.
+
+With a `LeaderElector` (`--leader-elect`) the service is one of several replicas: it waits as
+a standby until it holds the Lease, starts the backend's watches then, and schedules only
+while leading. Losing the Lease ends `run()` at once (`lost_leadership`), as kube-scheduler
+exits: a deposed leader's state may be stale, so it comes back as a fresh standby. A clean
+`stop()` ends the last round, then releases the Lease so a standby takes over at once.
+`is_leader` and `leader_identity` say which replica leads; `/healthz` and `/metrics` show it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -17,16 +25,30 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
 from ..errors import ConfigError
+from .leader import LeadingOnly, NotLeading
+
+log = logging.getLogger("workbench.k8s.service")
 
 
 class SchedulerService:
-    """A Controller on a K8sBackend, with the metrics endpoint and a stop switch."""
+    """A Controller on a K8sBackend, with the metrics endpoint and a stop switch.
+
+    With an `elector` (a `LeaderElector`, not yet started) pass a backend made with
+    `start=False`: the service starts its watches once it leads, and takes over the elector's
+    `on_stopped_leading` (chaining one already set)."""
 
     def __init__(self, backend, policy, metrics_port: int | None = None,
-                 metrics_address: str = "127.0.0.1") -> None:
+                 metrics_address: str = "127.0.0.1", elector=None) -> None:
         from ..control import Controller
 
         self.backend = backend
+        self.elector = elector
+        self.lost_leadership = False
+        self._run_done = threading.Event()
+        self._run_done.set()
+        if elector is not None:
+            backend = LeadingOnly(backend, lambda: elector.is_leader)
+            elector.on_stopped_leading = _then(self.backend.interrupt, elector.on_stopped_leading)
         self.controller = Controller(backend, policy)
         self.stop_event = threading.Event()
         self.started = time.time()
@@ -41,7 +63,40 @@ class SchedulerService:
     def port(self) -> int | None:
         return self.server.server_address[1] if self.server else None
 
+    @property
+    def is_leader(self) -> bool:
+        """Whether this replica schedules now (always, without leader election)."""
+        return self.elector is None or self.elector.is_leader
+
+    @property
+    def leader_identity(self) -> str | None:
+        """The holder of the Lease as last seen ('' if none; None without leader election)."""
+        return None if self.elector is None else self.elector.leader
+
     def run(self, until_done: bool = False) -> None:
+        """Schedule until stopped (or done); with an elector, only once and while leading."""
+        self._run_done.clear()
+        try:
+            if self.elector is not None and not self._wait_to_lead():
+                return
+            self._schedule(until_done)
+        except NotLeading:
+            self.lost_leadership = True
+            log.error("lost the lease %s/%s: stopped scheduling", self.elector.namespace,
+                      self.elector.name)
+        finally:
+            self._run_done.set()
+
+    def _wait_to_lead(self) -> bool:
+        self.elector.start()
+        while not self.stop_event.is_set():
+            if self.elector.wait_leading(0.2):
+                log.info("leading as %s: starting the watches", self.elector.identity)
+                self.backend.start()
+                return True
+        return False
+
+    def _schedule(self, until_done: bool) -> None:
         c = self.controller
         seen = 0
         while not self.stop_event.is_set():
@@ -66,23 +121,40 @@ class SchedulerService:
     def stop(self) -> None:
         self.stop_event.set()
         self.backend.interrupt()
+        if self.elector is not None:  # the last round ends before a standby may start
+            self._run_done.wait(self.elector.renew_deadline)
         self.backend.close()
+        if self.elector is not None:
+            self.elector.stop(release=True)
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
 
     def switch(self, name: str) -> str:
-        from ..policies import available, make_policy
+        from ..policies import make_policy
 
-        if name not in available():
-            raise ConfigError(f"unknown engine {name!r}; available: {', '.join(available())}")
-        policy = make_policy(name)
+        policy = make_policy(name)  # a one-line ConfigError for an unknown engine
         interval = getattr(self.controller.policy, "_cli_round_interval", None)
         if interval is not None:
             policy.round_interval = interval
             policy._cli_round_interval = interval
         self.controller.switch(policy)
         return name
+
+    def health(self) -> tuple[bool, str]:
+        """For /healthz: whether the service works (the watches of a leader are alive; the
+        elector of a standby runs), and a line saying so and whether it leads."""
+        if self.stop_event.is_set():
+            return False, "stopped\n"
+        if self.elector is None:
+            alive = all(i.is_alive() for i in self.backend.cache.informers)
+            return alive, "ok\n" if alive else "stopped\n"
+        if self.is_leader:
+            alive = all(i.is_alive() for i in self.backend.cache.informers)
+            return alive, "ok: leader\n" if alive else "starting: leader\n"
+        alive = self.elector.running
+        return alive, f"ok: standby (leader: {self.leader_identity or 'none'})\n" if alive \
+            else "stopped: standby\n"
 
     def metrics(self) -> str:
         """Prometheus text exposition (version 0.0.4)."""
@@ -102,6 +174,9 @@ class SchedulerService:
             decisions = dict(self.decisions)
             round_seconds = self.round_seconds
         metric("info", "gauge", "The active engine.", [({"policy": c.policy.name}, 1)])
+        metric("leader", "gauge", "1 on the replica that schedules, 0 on a standby.",
+               [({"identity": self.elector.identity, "holder": self.leader_identity}
+                 if self.elector else {}, int(self.is_leader))])
         metric("rounds_total", "counter", "Scheduling rounds run.", [({}, c.rounds)])
         metric("round_duration_seconds_total", "counter",
                "Time spent observing, deciding and applying.", [({}, round_seconds)])
@@ -142,6 +217,15 @@ class SchedulerService:
         return "\n".join(lines) + "\n"
 
 
+def _then(first, second):
+    """A callback calling `first`, then `second` if any."""
+    def both(*args) -> None:
+        first()
+        if second is not None:
+            second(*args)
+    return both
+
+
 def _escape(s: str) -> str:
     return s.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
@@ -161,9 +245,8 @@ def _serve(service: SchedulerService, address: str, port: int) -> ThreadingHTTPS
             if path == "/metrics":
                 self._send(200, service.metrics(), "text/plain; version=0.0.4; charset=utf-8")
             elif path == "/healthz":
-                alive = not service.stop_event.is_set() and \
-                    all(i.is_alive() for i in service.backend.cache.informers)
-                self._send(200 if alive else 503, "ok\n" if alive else "stopped\n")
+                alive, body = service.health()
+                self._send(200 if alive else 503, body)
             elif path == "/policy":
                 self._send(200, service.controller.policy.name + "\n")
             else:
