@@ -22,7 +22,7 @@ from .errors import ConfigError
 from .metrics import FragmentationMeter
 from .model import JobSpec, Node
 from .placement.state import workload_of_jobs
-from .policies import available, make_policy
+from .policies import check_engine, make_policy  # noqa: F401 (check_engine: re-exported)
 from .policies.base import Policy
 from .sim import SimBackend
 
@@ -54,14 +54,6 @@ def load_nodes(trace: str, cluster: str | None = None, nodes: int | None = None,
     """The nodes of `cluster` (a preset, NxG or openb:N; see `cluster_for` when None),
     `nodes` and `gpus_per_node` overriding its size."""
     return parse_cluster(cluster_for(trace, cluster), nodes, gpus_per_node)
-
-
-def check_engine(name: str, what: str = "") -> None:
-    """A one-line `ConfigError` (prefixed `what: `, e.g. `--policy: `) unless `name`'s engine
-    (before any `+plugin`) is registered."""
-    if name.partition("+")[0] not in available():
-        prefix = f"{what}: " if what else ""
-        raise ConfigError(f"{prefix}unknown engine {name!r}; available: {', '.join(available())}")
 
 
 def make_engine(policy: str | Policy, options: dict[str, Any] | None = None) -> Policy:

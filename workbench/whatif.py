@@ -29,7 +29,7 @@ from .backend import Forkable
 from .control import Controller
 from .metrics import job_metrics, run_metrics, usage_metrics
 from .model import JobState, JobStatus
-from .policies import available, make_policy
+from .policies import check_engine, make_policy
 from .policies.base import Policy
 
 WHAT_IF_COLUMNS = ("completed", "rejected", "unfinished", "avg_jct_h", "median_jct_h",
@@ -250,10 +250,8 @@ def prepare_what_if(backend: Forkable, names: Sequence[str], until: float | None
                     budget_s: float) -> Callable[[], WhatIfResult]:
     """Fork `backend` now; return a function running each engine of `names` on its own copy of
     the fork to `until` (None: the end), each for at most `budget_s` seconds of wall time."""
-    unknown = [n for n in names if n not in available()]
-    if unknown:
-        raise KeyError(f"unknown engine(s) {', '.join(unknown)};"
-                       f" available: {', '.join(available())}")
+    for name in names:
+        check_engine(name)
     base = backend.fork()
     start = base.now
 

@@ -174,7 +174,7 @@ def run_bench(seeds: int, policies: list[str], workloads: list[str], *, model_er
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..policies import available
+    from ..policies import check_engine
 
     if args.seeds < 1:
         raise ConfigError(f"--seeds: expected a positive integer, got {args.seeds}")
@@ -184,8 +184,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--step: expected seconds > 0, got {args.step}")
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     for p in policies:
-        if p not in available():
-            raise ConfigError(f"--policies: unknown engine {p!r}; available: {', '.join(available())}")
+        check_engine(p, "--policies")
     workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     for w in workloads:
         if w not in ("deadline", "qoe"):

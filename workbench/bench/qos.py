@@ -174,11 +174,10 @@ def run(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise ConfigError(f"--seeds: expected a positive integer, got {args.seeds}")
     baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
-    from ..policies import available
+    from ..policies import check_engine
 
     for b in baselines:
-        if b not in available():
-            raise ConfigError(f"--baselines: unknown engine {b!r}; available: {', '.join(available())}")
+        check_engine(b, "--baselines")
     if "kube-default" not in baselines:
         baselines = ("kube-default", *baselines)  # the paper's anchor
     started = time.perf_counter()

@@ -115,10 +115,7 @@ def _engine(name: str, placement: str | None):
     from ..placement.plugins import check_plugin
     from ..policies import make_policy
 
-    plugin = name.partition("+")[2]
-    if plugin:
-        check_plugin(plugin, f"--policy {name}")
-    if placement:
+    if placement:  # a plugin in the name was checked with the name (`check_engine`)
         check_plugin(placement, "--placement")
     return make_policy(name, **({"placement": placement} if placement else {}))
 

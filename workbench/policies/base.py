@@ -1,4 +1,8 @@
-"""The policy interface and the registry of engines by name."""
+"""The policy interface and the registry of engines by name.
+
+`make_policy` makes an engine from its name (`fifo`, or `fifo+fgd` with a placement plugin);
+`check_engine` is the one check of such a name, used by `make_policy` and by every option
+that names an engine before making it."""
 
 from __future__ import annotations
 
@@ -28,12 +32,8 @@ class Policy:
     def use_placement(self, plugin: str, seed: int = 0) -> None:
         """Let placement plugin `plugin` (fgd, best-fit, ...) choose the nodes of each task."""
         from ..placement.placer import Placer
-        from ..placement.plugins import check_plugin
 
-        check_plugin(plugin)
-        if not self.takes_placement:
-            raise ConfigError(f"placement: engine {type(self).name!r} places by its own rules;"
-                              f" plugins work with {', '.join(placement_engines())}")
+        _check_placement(type(self), plugin)
         self.placer = Placer(plugin, seed)
         self.name = f"{type(self).name}+{plugin}"
 
@@ -77,15 +77,37 @@ def available() -> list[str]:
     return sorted(_REGISTRY)
 
 
+def check_engine(name: str, what: str = "") -> None:
+    """A one-line `ConfigError` unless `name` can be made: a registered engine, and after a
+    `+` a placement plugin that engine takes. `what` (an option such as `--policy`) starts
+    the message."""
+    _load_all()
+    base, plus, plugin = name.partition("+")
+    if base not in _REGISTRY:
+        prefix = f"{what}: " if what else ""
+        raise ConfigError(f"{prefix}unknown engine {name!r}; available: "
+                          f"{', '.join(sorted(_REGISTRY))}")
+    if plus:
+        _check_placement(_REGISTRY[base], plugin, f"{what} {name}" if what else "placement")
+
+
+def _check_placement(engine: type, plugin: str, what: str = "placement") -> None:
+    """A one-line `ConfigError` unless `plugin` is a placement plugin and `engine` takes one."""
+    from ..placement.plugins import check_plugin
+
+    check_plugin(plugin, what)
+    if not getattr(engine, "takes_placement", False):
+        raise ConfigError(f"placement: engine {engine.name!r} places by its own rules;"
+                          f" plugins work with {', '.join(placement_engines())}")
+
+
 def make_policy(name: str, **options: Any) -> Policy:
     """Engine `name` with `options`; `placement="fgd"` (or the name `fifo+fgd`, which wins)
-    gives it a placement plugin."""
-    _load_all()
+    gives it a placement plugin. A one-line `ConfigError` for a name `check_engine` refuses."""
+    check_engine(name)
     base, _, plugin = name.partition("+")
     placement = plugin or options.pop("placement", None)
     options.pop("placement", None)
-    if base not in _REGISTRY:
-        raise KeyError(f"unknown policy {base!r}; available: {', '.join(sorted(_REGISTRY))}")
     policy = _REGISTRY[base](**options)
     if placement:
         policy.use_placement(placement)
@@ -102,9 +124,9 @@ def _load_all() -> None:
     # Engines register themselves on import; import every module in the package once.
     import importlib
     import pkgutil
+    from pathlib import Path
 
-    from .. import policies
-
-    for info in pkgutil.iter_modules(policies.__path__):
+    package = __name__.rpartition(".")[0]
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
         if not info.name.startswith("_"):
-            importlib.import_module(f"{policies.__name__}.{info.name}")
+            importlib.import_module(f"{package}.{info.name}")
