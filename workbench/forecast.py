@@ -96,20 +96,21 @@ class Forecast:
 
 
 class _RateTable:
-    """perf.ideal_rate per (application, batch, kind, PS, tasks per node) for 0..max workers."""
+    """perf.ideal_rate per (application, batch, kind, PS, tasks per node) for 0..`top` workers,
+    `top` being the most workers the cluster could hold (see `most_workers`)."""
 
     def __init__(self, perf) -> None:
         self.perf = perf
         self._tables: dict[tuple, np.ndarray] = {}
         self._targets: dict[tuple, float] = {}
 
-    def rates(self, spec: JobSpec, per_node: int) -> np.ndarray:
-        key = (spec.application, spec.batch_size, spec.kind, spec.num_ps, per_node,
-               spec.max_workers)
+    def rates(self, spec: JobSpec, per_node: int, top: int) -> np.ndarray:
+        key = (spec.application, spec.batch_size, spec.kind, spec.num_ps, per_node, top)
         table = self._tables.get(key)
         if table is None:
-            table = np.zeros(spec.max_workers + 1)
-            for w in range(1, spec.max_workers + 1):
+            table = np.zeros(top + 1)
+            # ideal_rate at w workers costs O(w), so this loop is O(top²): top must be bounded.
+            for w in range(1, top + 1):
                 try:
                     table[w] = self.perf.ideal_rate(spec, w, max(per_node, 1))
                 except (KeyError, ValueError):
@@ -262,33 +263,35 @@ class Forecaster:
         self.confidence = float(confidence)
         self.z = float(ndtri(0.5 + confidence / 2))
         self.table = _table_for(perf)
-        self._per_node: dict[tuple, int] = {}
+        self._per_node: dict[tuple, tuple[int, int]] = {}
         self._fits: dict[tuple, tuple[float, float] | None] = {}  # memo of a pure function
 
     # -- per-job pieces ------------------------------------------------------------------
 
-    def per_node(self, state: ClusterState, spec: JobSpec) -> int:
-        """Most workers of `spec` one node of this cluster can hold (for packed rates)."""
+    def _sizes(self, state: ClusterState, spec: JobSpec) -> tuple[int, int]:
+        """(most workers of `spec` one node holds, most the whole cluster holds), cached."""
         d = spec.worker_demand
         key = (state.capacity.shape, state.capacity.data.tobytes() if state.capacity.size < 4096
                else id(state.capacity), d.cpu, d.mem, d.gpu, spec.max_workers)
         hit = self._per_node.get(key)
         if hit is not None:
             return hit
-        arr = d.as_array()
-        cap = state.capacity
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fit = np.where(arr > 0, np.floor(cap / np.where(arr > 0, arr, 1.0) + 1e-9), np.inf)
-        best = fit.min(axis=1).max(initial=1.0)
-        out = int(min(best, spec.max_workers)) if np.isfinite(best) else spec.max_workers
+        best = _fits(state.capacity, d.as_array()).min(axis=1).max(initial=1.0)
+        one = int(min(best, spec.max_workers)) if np.isfinite(best) else spec.max_workers
         if len(self._per_node) > 10000:
             self._per_node.clear()
-        self._per_node[key] = out
+        out = self._per_node[key] = (one, most_workers(state, spec))
         return out
 
+    def per_node(self, state: ClusterState, spec: JobSpec) -> int:
+        """Most workers of `spec` one node of this cluster can hold (for packed rates)."""
+        return self._sizes(state, spec)[0]
+
     def rate_table(self, state: ClusterState, spec: JobSpec) -> np.ndarray:
-        """Model iteration rate at 0..max_workers workers, packed on this cluster's nodes."""
-        return self.table.rates(spec, self.per_node(state, spec))
+        """Model iteration rate at 0..max_workers workers, packed on this cluster's nodes; only
+        up to the most workers the whole cluster could hold (`most_workers`): larger sizes can
+        never run here."""
+        return self.table.rates(spec, *self._sizes(state, spec))
 
     def _model_rate(self, job: JobStatus, table: np.ndarray) -> float:
         if job.workers:
@@ -296,8 +299,8 @@ class Forecaster:
                 return float(self.perf.iteration_rate(job.spec, job.workers, job.ps))
             except (KeyError, ValueError):
                 return 0.0
-        w = min(max(job.target_workers or job.spec.initial_workers, 1), len(table) - 1)
-        return float(table[w])
+        w = max(job.target_workers or job.spec.initial_workers, 1)
+        return float(table[w]) if w < len(table) else 0.0  # larger than the cluster: never runs
 
     @staticmethod
     def _rate_spread(job: JobStatus) -> float | None:
@@ -404,7 +407,10 @@ class Forecaster:
         rel = np.sqrt(rate_err ** 2 + work_err ** 2)
         sd = np.sqrt((duration * rel) ** 2 + (WAIT_ERROR * np.where(np.isfinite(wait), wait, 0)) ** 2)
         sd = np.maximum(sd, np.minimum(SD_FLOOR, 0.05 * (duration + delay) + 1.0))
-        low = np.maximum(finish - self.z * sd, now + np.where(remaining > 0, delay, 0.0))
+        never = ~np.isfinite(finish)  # cannot finish on this cluster: the whole band is inf
+        with np.errstate(invalid="ignore"):
+            low = np.where(never, np.inf, np.maximum(finish - self.z * sd,
+                                                     now + np.where(remaining > 0, delay, 0.0)))
         high = finish + self.z * sd
         deadline = np.array([np.nan if j.spec.deadline is None else j.spec.deadline for j in active])
         has_dl = np.isfinite(deadline)
@@ -479,6 +485,23 @@ class Forecaster:
         return wait
 
 
+def most_workers(state: ClusterState, spec: JobSpec) -> int:
+    """Most workers of `spec` the whole cluster could ever hold at once: its total capacity
+    (every node, up or down, empty; fragmentation and parameter servers ignored) divided by one
+    worker's demand, at most `spec.max_workers` (which it stays for a worker demanding nothing).
+    An upper bound of every size that can run, so a size above it never does."""
+    most = float(_fits(state.capacity.sum(axis=0), spec.worker_demand.as_array()).min())
+    return spec.max_workers if not math.isfinite(most) else int(min(max(most, 0.0),
+                                                                    spec.max_workers))
+
+
+def _fits(capacity: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """Per resource (last axis), how many tasks of `demand` `capacity` holds (inf: no demand)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(demand > 0, np.floor(capacity / np.where(demand > 0, demand, 1.0) + 1e-9),
+                        np.inf)
+
+
 def workers_to_meet(job: JobStatus, rates: np.ndarray, remaining: float, time_left: float,
                     rel_err: float = 0.0, z: float = 0.0, restart_delay: float = 30.0,
                     current: int | None = None) -> int | None:
@@ -532,5 +555,6 @@ __all__ = [
     "fit_curve",
     "forecast",
     "model_work_to_target",
+    "most_workers",
     "workers_to_meet",
 ]

@@ -298,7 +298,7 @@ class PerfModel:
         if spec.kind == JobKind.PS:
             if spec.num_ps > 0:
                 return self.ps_speed(spec.application, workers, spec.num_ps)
-            return max(self.ps_speed(spec.application, workers, p) for p in range(1, workers + 1))
+            return self.best_ps_speed(spec.application, workers)
         full, rest = divmod(workers, gpus_per_node)
         counts = (gpus_per_node,) * full + ((rest,) if rest else ())
         return 1.0 / self.accumulated_step_time(spec.application, counts, spec.batch_size)
@@ -320,6 +320,28 @@ class PerfModel:
         m = fit["batch"] if batch_per_worker is None else batch_per_worker
         w, p = float(workers), float(ps)
         return 1.0 / (t0 * m / w + t1 + t2 * w / p + t3 * w + t4 * p)
+
+    def best_ps_speed(self, model: str, workers: int) -> float:
+        """`ps_speed` at the best count of parameter servers from 1 to `workers`, in O(1).
+
+        With the fit's coefficients non-negative (as fitted) the denominator is positive, and
+        only t2·w/p + t4·p of it depends on p: convex with its minimum at sqrt(t2·w/t4) when
+        t2, t4 > 0, monotone otherwise. So the fastest count is 1, `workers` or next to that
+        minimum; trying those few equals trying every count (which cost O(workers) a call,
+        O(workers²) over a rate table). Other coefficients: every count is tried.
+        """
+        if workers <= 0:
+            return 0.0
+        speed = self.ps_speed(model, workers, 1)  # raises KeyError for an unknown model
+        theta = self._ps[model]["theta"]
+        if min(theta) < 0:
+            return max(self.ps_speed(model, workers, p) for p in range(1, workers + 1))
+        t2, t4 = theta[2], theta[4]
+        counts = {workers}
+        if t2 > 0 and t4 > 0:
+            best = math.sqrt(t2 * workers / t4)
+            counts.update(min(max(int(best) + d, 1), workers) for d in (-1, 0, 1, 2))
+        return max([speed] + [self.ps_speed(model, workers, p) for p in sorted(counts)])
 
     # ---- Convergence ---------------------------------------------------------------------
 
