@@ -6,6 +6,7 @@ Screenshots go to $WORKBENCH_SCREENSHOTS (default: pytest's tmp dir)."""
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import socket
@@ -371,7 +372,7 @@ def test_fragmentation_over_time_and_per_node_for_an_engine_with_fgd(browser, tm
         p.click("Run")
         p.tab("Timeline")
         frag = p.wait_for(lambda: [v for v in p.source("timeline", "gpu_frag")
-                                   if v is not None and v == v and v > 0],
+                                   if v is not None and not math.isnan(v) and v > 0],
                           what="fragmentation on the timeline")
         assert all(0 < v <= 1 for v in frag)
         assert p.js("() => !!Bokeh.documents[0].get_model_by_name('gpu_frag_line')")

@@ -90,8 +90,7 @@ def test_switching_to_an_engine_with_a_placement_plugin(store):
         store.switch_policy("fifo+nope")
     assert store.controller.policy.name == "tiresias"
     n_decisions = len(store.recorder.decisions)
-    store.candidate = "fifo+fgd"  # the store's own candidate takes an engine with a plugin
-    assert store.preview is not None and store.preview.candidate == "fifo+fgd"
+    assert store.preview_switch("fifo+fgd").candidate == "fifo+fgd"
     store.switch_policy("fifo+fgd")
     store.advance(3 * 3600)
     assert store.policy == store.controller.policy.name == "fifo+fgd"
@@ -283,7 +282,8 @@ class RealLike:
     def __init__(self, sim: SimBackend) -> None:
         self.sim = sim
         self.observations = 0
-        self.jobs, self.active = sim.jobs, sim.active
+        self.jobs, self.active, self.finished, self.clock = (sim.jobs, sim.active, sim.finished,
+                                                              sim.clock)
 
     @property
     def now(self) -> float:
@@ -302,11 +302,23 @@ class RealLike:
     def next_event_time(self):
         return self.sim.next_event_time()
 
+    def next_decision_time(self):
+        return self.sim.next_decision_time()
+
     def done(self) -> bool:
         return self.sim.done()
 
     def submit(self, spec) -> None:
         self.sim.submit(spec)
+
+    def pending_arrivals(self) -> int:
+        return self.sim.pending_arrivals()
+
+    def interrupt(self) -> None:
+        self.sim.interrupt()
+
+    def close(self) -> None:
+        self.sim.close()
 
 
 def test_a_real_cluster_is_scheduled_by_a_thread_and_watched_by_the_console():
@@ -340,13 +352,13 @@ def test_a_real_cluster_is_scheduled_by_a_thread_and_watched_by_the_console():
 def test_fragmentation_over_time_and_per_node_in_the_engine_view(tmp_path):
     """A GPU-sharing workload under fifo+fgd: the timeline carries the fragmented share of the
     free GPUs, and the engine view draws each node's fragmented GPUs with a history."""
+    from test_placement_engines import sharing_pods
+
     from workbench.model import Node
     from workbench.placement.state import cluster_fragmentation
     from workbench.traces.openb_jobs import openb_jobs
     from workbench.ui.views.engines import EngineView
     from workbench.ui.views.timeline import TimelineView
-
-    from test_placement_engines import sharing_pods
 
     nodes = [Node(f"n{i}", cpus=64, mem=256, gpus=[2, 4, 8][i % 3], gpu_model="T4")
              for i in range(6)]

@@ -21,7 +21,7 @@ import secrets
 import socket
 import sys
 
-from ..clusters import PRESETS, parse_cluster
+from ..clusters import PRESETS
 from ..errors import ConfigError
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
@@ -54,13 +54,11 @@ def session_locked(*, token: str | None, given_ok: bool, shared: bool, simulated
 def run_serve(args) -> int:
     import panel as pn
 
-    from ..policies import available
-    from ..traces import load_trace
+    from ..session import check_engine, cluster_for, load_jobs, load_nodes
     from ..ui.app import TITLE, Workbench
     from ..ui.state import WorkbenchState
 
-    if args.policy.partition("+")[0] not in available():  # fifo+fgd: an engine and its plugin
-        raise ConfigError(f"--policy: unknown engine {args.policy!r}; available: {', '.join(available())}")
+    check_engine(args.policy, "--policy")  # fifo+fgd: an engine and its plugin
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port: expected 1-65535, got {args.port}")
     real = args.kubeconfig is not None or args.kubernetes
@@ -75,15 +73,9 @@ def run_serve(args) -> int:
                                                       context=args.context)
         what = f"Kubernetes ({shared_state.cluster_name}, {shared_state.workload})"
     else:
-        jobs = load_trace(args.trace, seed=args.seed)
-        if args.limit is not None:
-            if args.limit < 1:
-                raise ConfigError(f"--limit: expected a positive integer, got {args.limit}")
-            jobs = sorted(jobs, key=lambda j: j.arrival)[: args.limit]
-        cluster = args.cluster
-        if cluster is None:
-            cluster = "philly" if args.trace.split(":")[0] == "philly" else "default"
-        nodes = parse_cluster(cluster)
+        jobs = load_jobs(args.trace, seed=args.seed, limit=args.limit)
+        cluster = cluster_for(args.trace, args.cluster)
+        nodes = load_nodes(args.trace, cluster)
         what = f"{len(jobs)} jobs ({args.trace}) on {len(nodes)} nodes ({cluster})"
 
         def make_state() -> WorkbenchState:

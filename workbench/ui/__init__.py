@@ -2,7 +2,8 @@
 
 import importlib
 
-from .state import SwitchPreview, WhatIfResult, WorkbenchState
+from ..whatif import SwitchPreview, WhatIfResult
+from .state import WorkbenchState
 
 
 def __getattr__(name: str):

@@ -4,22 +4,27 @@
   Computed once per cluster; only colours and fill levels change as jobs come and go.
 - `cluster_cells`: per GPU, the fraction in use and the jobs holding it; per node, CPU and
   memory in use and the tasks on it. Arrays, so 1,000 nodes cost milliseconds.
-- `jobs_frame`: one row per job for the jobs table.
+- `JobsTable`: one row per job for the jobs table.
+- `timeline_frame`, `switches_frame`, `decisions_frame`: the run's history as tables.
 - `job_colour`: a stable colour per job name (the same in every view and every run).
 """
 
 from __future__ import annotations
 
 import math
+import time
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..model import CPU, GPU, MEM, ClusterState, JobState, JobStatus, Node, describe_placement
+from ..backend import Forkable
+from ..control import Decision, Sample
+from ..metrics import fragmented_share
+from ..model import CPU, MEM, ClusterState, JobStatus, Node, describe_placement
 
 # Category20 without its greys (grey means "free" in the cluster view).
 PALETTE = (
@@ -125,15 +130,12 @@ def cluster_layout(nodes: list[Node], aspect: float = 1.6) -> ClusterLayout:
 def gpu_holders(backend: Any, state: ClusterState) -> dict[str, list[tuple[int, int, float]]]:
     """Per job, the GPUs it holds as (node index, GPU index, amount).
 
-    Asks the backend (`gpu_holders()`) if it can say; the simulator's own ledger otherwise;
-    failing both, GPUs are handed out in index order from the placements, which is right for
-    whole GPUs and approximate for shared ones.
+    Exact from a backend that knows (the simulator, `Forkable`); otherwise GPUs are handed out
+    in index order from the placements, which is right for whole GPUs and approximate for
+    shared ones.
     """
-    if hasattr(backend, "gpu_holders"):
+    if isinstance(backend, Forkable):
         return backend.gpu_holders()
-    held = getattr(backend, "_held", None)
-    if isinstance(held, dict):
-        return {name: h.gpus for name, h in held.items() if getattr(h, "gpus", None)}
     out: dict[str, list[tuple[int, int, float]]] = {}
     used = np.nan_to_num(1.0 - state.gpu_free, nan=0.0)
     cursor = np.zeros_like(used)
@@ -372,23 +374,44 @@ def _forecast_row(f: Any, origin: float = 0.0) -> tuple[float, float, float, flo
             num(getattr(f, "min_workers_to_meet", None)))
 
 
-def jobs_frame(jobs: Iterable[JobStatus], forecasts: Mapping[str, Any],
-               last_action: Mapping[str, str]) -> pd.DataFrame:
-    return JobsTable().frame(jobs, forecasts, last_action)
-
-
 def _hours(t: float | None, origin: float = 0.0) -> float:
     return float("nan") if t is None or not math.isfinite(t) else (t - origin) / 3600.0
 
 
-def job_sort_key(j: JobStatus) -> tuple:
-    """Active jobs first (running, then waiting), newest finished after."""
-    order = {JobState.RUNNING: 0, JobState.RESTARTING: 1, JobState.HOLDING: 2, JobState.PENDING: 3}
-    if j.state.finished:
-        return (9, -(j.finish_time or 0.0), j.name)
-    return (order.get(j.state, 5), j.spec.arrival, j.name)
+# ---- the run's history -----------------------------------------------------------------
+
+TIMELINE_COLUMNS = ["time_h", "policy", "gpu_util", "cpu_util", "queued", "running", "completed",
+                    "deadline_hits", "deadline_misses", "gpu_frag"]
+DECISION_COLUMNS = ["time_h", "policy", "action", "job", "applied", "reason", "detail"]
 
 
-def gpu_usage(state: ClusterState) -> tuple[float, float]:
-    up = state.node_up
-    return float(state.allocated[:, GPU].sum()), float(state.capacity[up, GPU].sum())
+def timeline_frame(samples: Sequence[Sample], origin: float = 0.0) -> pd.DataFrame:
+    """One row per timeline sample; times in hours from `origin`, use as shares."""
+    rows = [((s.time - origin) / 3600, s.policy,
+             s.gpus_allocated / s.gpus_total if s.gpus_total else 0.0,
+             s.cpus_allocated / s.cpus_total if s.cpus_total else 0.0, s.queued, s.running,
+             s.completed, s.deadline_hits, s.deadline_misses, fragmented_share(s))
+            for s in samples]
+    return pd.DataFrame.from_records(rows, columns=TIMELINE_COLUMNS)
+
+
+def switches_frame(switches: Sequence[tuple[float, str, str]],
+                   hours: Callable[[float], float]) -> pd.DataFrame:
+    return pd.DataFrame([{"time_h": hours(t), "from": a, "to": b} for t, a, b in switches],
+                        columns=["time_h", "from", "to"])
+
+
+def decisions_frame(decisions: Sequence[Decision], hours: Callable[[float], float],
+                    wall_time: Callable[[float], float | None] | None = None) -> pd.DataFrame:
+    """`decisions` newest first; with `wall_time` (a real cluster) the wall-clock time too."""
+    ds = list(reversed(decisions))
+    df = pd.DataFrame([{"time_h": hours(d.time), "policy": d.policy, "action": d.action,
+                        "job": d.job, "applied": d.applied, "reason": d.reason,
+                        "detail": d.detail} for d in ds], columns=DECISION_COLUMNS)
+    if wall_time is not None:
+        df.insert(1, "at", [_clock(wall_time(d.time)) for d in ds])
+    return df
+
+
+def _clock(unix: float | None) -> str:
+    return "" if unix is None else time.strftime("%H:%M:%S", time.gmtime(unix))

@@ -1,11 +1,13 @@
-"""Per-job completion forecasts for the UI, behind one function: `job_forecasts`.
+"""Per-job completion forecasts for the app: `JobForecaster`.
 
-It uses `workbench.forecast.forecast` when that module exists; until then, or if it fails,
-a simple estimate: a running job finishes after its remaining work at its current rate; a
-waiting job starts once the GPU-work queued ahead of it drains and then runs at the rate the
-performance model gives for its requested workers packed on few nodes. The band widens with
-the uncertainty of each part; the probability of meeting a deadline treats the finish time as
-normal with the band as its central 90%.
+On the simulator (which has a performance model) they are `workbench.forecast.Forecaster`'s.
+A real cluster's backend has no performance model, and a forecast may fail on a job the model
+does not know: then a simple estimate from what is observed (`simple_forecasts`): a running
+job finishes after its remaining work at its current rate; a waiting job starts once the
+GPU-work queued ahead of it drains and then runs at the rate the performance model (if any)
+gives for its requested workers packed on few nodes. The band widens with the uncertainty
+of each part; the probability of meeting a deadline treats the finish time as normal with
+the band as its central 90%.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from ..forecast import Forecaster
 from ..model import ClusterState, JobState
 
 Z90 = 1.6449  # half-width of the central 90% of a standard normal
@@ -29,24 +32,15 @@ class SimpleForecast:
     source: str
 
 
-def job_forecasts(state: ClusterState, perf: Any = None) -> dict[str, Any]:
-    """name -> an object with finish, low, high, p_meet_deadline, min_workers_to_meet, source."""
-    return JobForecaster(perf)(state)
-
-
 class JobForecaster:
-    """Keeps `workbench.forecast.Forecaster` (and its caches of model rates) between calls;
-    falls back to `simple_forecasts` if that module is missing or fails."""
+    """Keeps `workbench.forecast.Forecaster` (and its caches of model rates) between calls
+    when there is a performance model `perf`; `simple_forecasts` without one, or when the
+    forecaster fails."""
 
     def __init__(self, perf: Any = None) -> None:
         self.perf = perf
         self.error: str | None = None
-        try:
-            from ..forecast import Forecaster  # optional until it lands everywhere
-        except ImportError:
-            self._forecaster = None
-        else:
-            self._forecaster = Forecaster(perf) if perf is not None else None
+        self._forecaster = Forecaster(perf) if perf is not None else None
 
     def __call__(self, state: ClusterState) -> dict[str, Any]:
         if self._forecaster is not None:

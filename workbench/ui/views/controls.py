@@ -6,9 +6,7 @@ seen without the access token) they are disabled."""
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import pandas as pd
 import panel as pn
@@ -18,6 +16,7 @@ from ...errors import ConfigError
 from ...placement.plugins import PLACEMENT_PLUGINS
 from ...policies import available
 from ...policies.base import placement_engines
+from ..connection import default_kubeconfig, kubeconfig_contexts
 from ..state import WorkbenchState
 from ._base import View
 
@@ -35,36 +34,6 @@ def clock_text(seconds: float) -> str:
 def wall_text(seconds: float) -> str:
     """Unix seconds as a date and time."""
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
-
-
-def default_kubeconfig() -> str:
-    """The kubeconfig kubectl would use: $KUBECONFIG's first file, else ~/.kube/config."""
-    env = os.environ.get("KUBECONFIG", "").split(os.pathsep)[0]
-    if env:
-        return env
-    home = Path.home() / ".kube" / "config"
-    return str(home) if home.is_file() else ""
-
-
-def kubeconfig_contexts(path: str) -> tuple[list[str], str]:
-    """The context names of a kubeconfig file and its current context; `ConfigError` with one
-    line when it cannot be read."""
-    import yaml
-
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise ConfigError(f"kubeconfig {p}: no such file")
-    try:
-        config = yaml.safe_load(p.read_text())
-    except Exception as e:  # noqa: BLE001 - one line
-        raise ConfigError(f"kubeconfig {p}: not YAML ({str(e).splitlines()[0][:120]})") from None
-    if not isinstance(config, dict) or not isinstance(config.get("contexts"), list):
-        raise ConfigError(f"kubeconfig {p}: not a kubeconfig (no contexts)")
-    names = [c["name"] for c in config["contexts"] if isinstance(c, dict) and c.get("name")]
-    if not names:
-        raise ConfigError(f"kubeconfig {p}: no contexts in it")
-    current = config.get("current-context") or ""
-    return names, current if current in names else names[0]
 
 
 def one_line(e: BaseException) -> str:
@@ -90,6 +59,28 @@ class ControlsView(View):
         self.connect_options: dict = {}  # more for `state.connect` (e.g. clock_speed)
         self.after_action = lambda: None  # the shell redraws the views right after an action
         self.preview = None
+        self._build_clock(state)
+        self._build_engine_choice()
+        known = self._build_backend(state)
+        self.lock_note = pn.pane.Alert("", alert_type="warning", visible=False)
+        self.message = pn.pane.Markdown("", margin=(0, 10), styles={"color": "#555"})
+
+        self.panel = pn.Column(
+            self.lock_note, self.clock,
+            pn.Row(self.play, self.step, self.to_end), self.speed,
+            pn.layout.Divider(), self.engine, pn.Row(self.candidate, self.placement),
+            self.preview_text,
+            pn.Row(self.apply, self.cancel), self.preview_table, self.preview_changes,
+            pn.layout.Divider(), self.backend_card,
+            self.message, sizing_mode="stretch_width", name="Controls")
+        self._kind = None
+        self._read_contexts(known.get("context") or None, quiet=True)
+        self._show_backend_box()
+        self._follow_backend()
+        self.sync()
+
+    def _build_clock(self, state: WorkbenchState) -> None:
+        """The clock, run/pause, step, run to the end, and the speed."""
         self.clock = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
         self.play = pn.widgets.Toggle(label="Run", color="success", width=90)
         self.step = pn.widgets.Button(label="Step", width=70)
@@ -102,6 +93,8 @@ class ControlsView(View):
         self.to_end.on_click(lambda e: self._guard(state.run_to_end))
         self.speed.param.watch(self._speed, "value")
 
+    def _build_engine_choice(self) -> None:
+        """The engine to switch to (with a placement plugin), its preview, apply and cancel."""
         self.engine = pn.pane.Markdown("", margin=(0, 10))
         self.candidate = pn.widgets.Select(label="switch to", options=[""] + available(), width=140)
         self.placement = pn.widgets.Select(label="placement",
@@ -124,7 +117,9 @@ class ControlsView(View):
         self.apply.on_click(self._apply)
         self.cancel.on_click(lambda e: self._reset_candidate())
 
-        # The backend: a simulation (preset + trace) or a Kubernetes cluster (kubeconfig context).
+    def _build_backend(self, state: WorkbenchState) -> dict:
+        """The backend card: a simulation (preset + trace) or a Kubernetes cluster (a
+        kubeconfig's context and a namespace). Returns the connection it was filled from."""
         self.backend_kind = pn.widgets.RadioButtonGroup(
             options=list(BACKENDS), value=BACKENDS[0] if state.simulated else BACKENDS[1],
             width=290)
@@ -158,22 +153,7 @@ class ControlsView(View):
         self.backend_kind.param.watch(lambda e: self._show_backend_box(), "value")
         self.backend_card = pn.Card(self.backend_kind, self.sim_box, self.k8s_box,
                                     title="Backend", collapsed=True, sizing_mode="stretch_width")
-        self.lock_note = pn.pane.Alert("", alert_type="warning", visible=False)
-        self.message = pn.pane.Markdown("", margin=(0, 10), styles={"color": "#555"})
-
-        self.panel = pn.Column(
-            self.lock_note, self.clock,
-            pn.Row(self.play, self.step, self.to_end), self.speed,
-            pn.layout.Divider(), self.engine, pn.Row(self.candidate, self.placement),
-            self.preview_text,
-            pn.Row(self.apply, self.cancel), self.preview_table, self.preview_changes,
-            pn.layout.Divider(), self.backend_card,
-            self.message, sizing_mode="stretch_width", name="Controls")
-        self._kind = None
-        self._read_contexts(known.get("context") or None, quiet=True)
-        self._show_backend_box()
-        self._follow_backend()
-        self.sync()
+        return known
 
     # ---- actions ----------------------------------------------------------------------------
 
@@ -407,7 +387,7 @@ class ControlsView(View):
         if st.simulated:
             when = clock_text(st.now - st.time_origin)
         else:  # the wall clock, and the console's hours (its clock may run faster: emulated)
-            speed = getattr(getattr(st.backend, "clock", None), "speed", 1.0) or 1.0
+            speed = st.clock_speed
             fast = f" on the cluster clock (×{speed:g})" if speed != 1.0 else ""
             when = (f"{wall_text(st.wall_time(st.now))} · {st.hours(st.now):.2f} h{fast}"
                     " since connected")

@@ -15,7 +15,6 @@ Known keys get a title saying what they teach (OASiS prices, DL2 action probabil
 from __future__ import annotations
 
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -252,12 +251,10 @@ class EngineView(View):
 
     def update(self) -> None:
         view = self.state.engine or {}
-        policy = self.state.controller.policy
-        if policy.name != self._policy:
-            self._policy = policy.name
-            doc = (type(policy).__doc__ or sys.modules[type(policy).__module__].__doc__
-                   or "").strip().split("\n\n")[0]
-            self.header.object = f"### Engine: {policy.name}\n{' '.join(doc.split())}"
+        name = self.state.engine_name
+        if name != self._policy:
+            self._policy = name
+            self.header.object = f"### Engine: {name}\n{self.state.engine_about}"
         kinds = {k: _kind(v) for k, v in view.items()}
         facts = [(k, _fact_text(v)) for k, v in view.items() if kinds[k] == "fact"]
         self.facts.visible = bool(facts)
@@ -271,7 +268,7 @@ class EngineView(View):
                 self.body.objects = [b.panel for b in self.blocks.values()]
             else:
                 self.body.objects = [pn.pane.Markdown(
-                    f"*{policy.name} has no teaching view.* Engines with one: OASiS (prices),"
+                    f"*{name} has no teaching view.* Engines with one: OASiS (prices),"
                     " DL2 (action probabilities), SpeCon (growth, migrations), DRAGON (gangs,"
                     " locality), QoS (autoscaling), and any engine given a placement plugin such as"
                     " fifo+fgd (fragmentation per node).", margin=(0, 10))]

@@ -8,7 +8,8 @@ import panel as pn
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
-from ..state import TIMELINE_COLUMNS, WorkbenchState
+from ..data import TIMELINE_COLUMNS
+from ..state import WorkbenchState
 from ._base import View
 
 SWITCH_COLOUR = "#9467bd"

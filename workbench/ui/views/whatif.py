@@ -12,7 +12,8 @@ from bokeh.palettes import Category10_10
 from bokeh.plotting import figure
 
 from ...policies import available
-from ..state import WhatIfResult, WorkbenchState
+from ...whatif import WhatIfResult
+from ..state import WorkbenchState
 
 
 class WhatIfView:

@@ -1,0 +1,198 @@
+"""Moving a run forward, the part of the store (`WorkbenchState` builds on `RunControls`)
+that owns the clock: the simulator jumps on request and on the app's tick; a real cluster's
+clock runs by itself, so a scheduler thread runs the Controller's loop while playing.
+
+Kept apart from the store's data so the threading lives in one small place: the scheduler
+thread touches no parameter of the store (their watchers drive Bokeh documents, which only
+their own sessions may change); it reads `running` and keeps its error for the console.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+
+import param
+
+from ..backend import Backend, Forkable
+from ..control import Controller
+
+
+class SchedulerThread:
+    """Runs `controller`'s rounds in a daemon thread while `keep_going()` is true; stops at
+    the end of the run or at the first error, which it keeps in `error` for the console."""
+
+    def __init__(self, controller: Controller, keep_going: Callable[[], bool]) -> None:
+        self.controller = controller
+        self.keep_going = keep_going
+        self.error = ""
+        self._thread = threading.Thread(target=self._loop, daemon=True,
+                                        name="workbench-ui-scheduler")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout=timeout)
+
+    def _loop(self) -> None:
+        backend = self.controller.backend
+        while self.keep_going():
+            try:
+                report = self.controller.step()
+            except Exception as e:  # noqa: BLE001 - the console shows it; scheduling stops
+                self.error = f"scheduler stopped: {e}"
+                return
+            if report is None and backend.done():
+                return
+
+
+class RunControls(param.Parameterized):
+    """Run, pause, step, advance, run to the end, and the clock as the views show it; the
+    store underneath supplies `backend`, `controller`, `time_origin` and `refresh()`. When
+    `controls_locked`, every method that would change the run raises `PermissionError`."""
+
+    running = param.Boolean(default=False, doc="the simulator advances on every tick")
+    speed = param.Number(default=600.0, bounds=(1.0, 1e7),
+                         doc="simulated seconds per wall-clock second")
+    period_ms = param.Integer(default=500, bounds=(50, 60_000), doc="tick period of the app")
+    finished = param.Boolean(default=False)
+    controls_locked = param.Boolean(default=False,
+                                    doc="changing a real cluster needs authentication")
+    busy = param.String(default="", doc="what long computation is running, if any")
+
+    backend: Backend
+    controller: Controller
+    time_origin = 0.0  # where the views' hours count from, on the backend clock
+    advance_seconds = 0.0  # wall time of the last move
+    _scheduler: SchedulerThread | None = None
+    _last_tick = -math.inf
+
+    def refresh(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def simulated(self) -> bool:
+        """A simulator (it can fork and jump its clock); otherwise a real cluster."""
+        return isinstance(self.backend, Forkable)
+
+    @property
+    def kind(self) -> str:
+        return "simulated" if self.simulated else "kubernetes"
+
+    @property
+    def clock_speed(self) -> float:
+        """Backend seconds per wall second: 1 on a real cluster's own clock, more on an
+        emulated one's fast clock; the simulator's clock jumps (see `speed`)."""
+        return self.backend.clock.speed or 1.0
+
+    def hours(self, t: float | None) -> float:
+        """A time on the backend clock as the views show it: hours from `time_origin`."""
+        if t is None or not math.isfinite(t):
+            return float("nan")
+        return (t - self.time_origin) / 3600.0
+
+    def wall_time(self, t: float) -> float | None:
+        """A real cluster's clock as Unix time (its clock may run faster than the wall's, to
+        match an emulated cluster); None on the simulator."""
+        if self.simulated:
+            return None
+        clock = self.backend.clock
+        return t if not clock.speed else clock.origin + (t - clock.origin) / clock.speed
+
+    @property
+    def time_label(self) -> str:
+        """The views' time axis."""
+        return "simulated time (h)" if self.simulated else "hours since the console connected"
+
+    def _require_control(self) -> None:
+        if self.controls_locked:
+            raise PermissionError("controls are locked: changing this cluster needs the access token")
+
+    def step(self) -> None:
+        """One scheduling round (the simulator jumps to it; a real cluster runs it now)."""
+        self._require_control()
+        t0 = time.perf_counter()
+        if self.simulated:
+            self.controller.step()
+        elif not self._scheduler_alive():
+            self.controller.round()  # while paused only: the scheduler thread owns the loop
+        self.advance_seconds = time.perf_counter() - t0
+        self._after_move()
+
+    def advance(self, seconds: float, max_rounds: int | None = 2000) -> None:
+        """Run the simulator `seconds` forward (at most `max_rounds` rounds, to stay responsive)."""
+        self._require_control()
+        if not self.simulated:
+            raise TypeError("only the simulator's clock can be moved; a real cluster runs on"
+                            " its own (play/pause)")
+        t0 = time.perf_counter()
+        self.controller.run(until=self.backend.now + seconds, max_rounds=max_rounds)
+        self.advance_seconds = time.perf_counter() - t0
+        self._after_move()
+
+    def run_to_end(self) -> None:
+        self._require_control()
+        if not self.simulated:
+            raise TypeError("a real cluster has no end to run to")
+        self.controller.run()
+        self._after_move()
+
+    def tick(self) -> None:
+        """Called by the app's periodic callback: advance if running, then refresh. Several
+        sessions may share one store and all tick it: only one tick per period counts."""
+        now = time.monotonic()
+        if now - self._last_tick < 0.8 * self.period_ms / 1000.0:
+            return
+        self._last_tick = now
+        if not self.simulated:
+            self.refresh()  # the scheduler thread moves a real cluster
+        elif self.running and not self.finished and not self.busy:
+            try:
+                self.advance(self.speed * self.period_ms / 1000.0)
+            except PermissionError:
+                self.running = False
+
+    def play(self) -> None:
+        """Let the scheduler run: the simulator advances on each tick; on a real cluster a
+        scheduler thread runs the Controller's loop until paused."""
+        self._require_control()
+        if self.finished:
+            return
+        self.running = True
+        if not self.simulated and not self._scheduler_alive():
+            self._scheduler = SchedulerThread(self.controller, lambda: self.running)
+            self._scheduler.start()
+
+    def pause(self) -> None:
+        """Stop scheduling (on a real cluster after the round or wait in progress)."""
+        self.running = False
+
+    def _scheduler_alive(self) -> bool:
+        return self._scheduler is not None and self._scheduler.alive
+
+    @property
+    def scheduler_error(self) -> str:
+        """Why a real cluster's scheduler thread stopped, if it failed."""
+        return self._scheduler.error if self._scheduler is not None else ""
+
+    def close(self) -> None:
+        """Stop scheduling and let go of the backend (a real cluster's watches and threads;
+        the cluster itself and its jobs are left as they are)."""
+        self.running = False
+        self.backend.interrupt()  # a scheduler thread waiting for a change returns now
+        if self._scheduler is not None:
+            self._scheduler.join(timeout=30)
+        self.backend.close()
+
+    def _after_move(self) -> None:
+        if self.backend.done():
+            self.running = False
+            self.finished = True
+        self.refresh()
