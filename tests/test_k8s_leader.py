@@ -351,3 +351,297 @@ def test_the_deployment_runs_two_electing_replicas_with_lease_rights():
                    and o["roleRef"]["name"] == role["metadata"]["name"])
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "wb",
                                     "namespace": "wb-sys"}]
+
+
+# ---- on the local control plane --------------------------------------------------------------
+
+SPEED = 50.0
+WORK_S = 300.0  # emulated seconds of training per job: 6 s of real time at SPEED
+LEASE, RENEW, RETRY = 3, 2.0, 0.5
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from k8s_helpers import need_binaries
+
+    from workbench.k8s.local.cluster import LocalCluster
+
+    need_binaries()
+    with LocalCluster(nodes=4, gpus_per_node=4, cpus=48, mem=192, racks=2, speed=SPEED,
+                      api_qps=200) as c:
+        yield c
+
+
+@pytest.fixture
+def namespace(cluster):
+    from k8s_helpers import fresh_namespace
+
+    with fresh_namespace(cluster.rest, "le") as ns:
+        yield ns
+
+
+def _real(cluster, namespace: str, identity: str, **kw) -> LeaderElector:
+    """An elector on the real Lease `namespace/sched`, recording when it started leading."""
+    e = LeaderElector(cluster.api_client, "sched", namespace, identity=identity,
+                      lease_duration=LEASE, renew_deadline=RENEW, retry_period=RETRY, **kw)
+    e.led_at = []
+    e.on_started_leading = lambda: e.led_at.append(time.monotonic())
+    return e
+
+
+@contextlib.contextmanager
+def _leader_and_standby(cluster, namespace: str):
+    """Two running electors on the real Lease, once one of them leads: (leader, standby)."""
+    a, b = _real(cluster, namespace, "a"), _real(cluster, namespace, "b")
+    with _running(a, b):
+        until("a leader", lambda: a.is_leader or b.is_leader, timeout=10, every=0.01)
+        yield (a, b) if a.is_leader else (b, a)
+
+
+def _lease(cluster, namespace: str) -> dict:
+    return cluster.rest.get(f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/sched")
+
+
+@pytest.mark.integration
+def test_two_electors_on_a_real_lease_never_both_lead(cluster, namespace):
+    with _leader_and_standby(cluster, namespace) as (leader, standby):
+        counts = _sample_leaders((leader, standby), 6.0, every=0.005)  # two lease durations
+        assert max(counts) == 1, "two leaders at once"
+        assert counts.count(1) >= 0.95 * len(counts), "the leader lost the lease while alive"
+        assert leader.is_leader
+        spec = _lease(cluster, namespace)["spec"]
+        assert spec["holderIdentity"] == leader.identity and spec["leaseDurationSeconds"] == LEASE
+        assert spec["leaseTransitions"] == 0 and spec["renewTime"] >= spec["acquireTime"]
+        assert standby.leader == leader.identity
+
+
+@pytest.mark.integration
+def test_a_dead_leaders_lease_is_taken_after_it_expires(cluster, namespace):
+    with _leader_and_standby(cluster, namespace) as (dead, standby):
+        time.sleep(1.2)  # a few renewals
+        dead.stop(release=False)  # dies: stops renewing, releases nothing
+        died = time.monotonic()
+        last_renewal = dead._last_renew
+        counts = _sample_leaders((dead, standby), 1.0)
+        until("the standby to lead", lambda: standby.is_leader, timeout=LEASE + RETRY * 1.2 + 5,
+              every=0.01)
+        assert max(counts) <= 1 and not dead.is_leader
+        # not before the lease expired (counted from when the standby saw the last renewal)
+        assert standby.led_at[0] - last_renewal >= LEASE
+        assert standby.led_at[0] - died <= LEASE + RETRY * 1.2 + 2.0
+        spec = _lease(cluster, namespace)["spec"]
+        assert spec["holderIdentity"] == standby.identity and spec["leaseTransitions"] == 1
+
+
+@pytest.mark.integration
+def test_a_released_lease_is_taken_within_about_a_retry_period(cluster, namespace):
+    with _leader_and_standby(cluster, namespace) as (leader, standby):
+        until("the standby to see it", lambda: standby.leader == leader.identity, timeout=5)
+        leader.stop(release=True)
+        released = time.monotonic()
+        assert not leader.is_leader
+        until("the standby to lead", lambda: standby.is_leader, timeout=RETRY * 1.2 + 3,
+              every=0.01)
+        assert standby.led_at[0] - released <= RETRY * 1.2 + 1.0
+        spec = _lease(cluster, namespace)["spec"]
+        assert spec["holderIdentity"] == standby.identity and spec["leaseTransitions"] == 1
+
+
+@pytest.mark.integration
+def test_a_conflicting_write_on_the_real_lease_is_not_won(cluster, namespace):
+    clock = FakeClock()
+    a = _real(cluster, namespace, "a")
+    b = _real(cluster, namespace, "b", clock=clock)
+    # both create the absent Lease: a's create lands between b's read (404) and b's create
+    create = b.api.create_namespaced_lease
+    b.api.create_namespaced_lease = lambda *args, **kw: (a._try_acquire_or_renew(2),
+                                                         create(*args, **kw))[1]
+    assert not b._try_acquire_or_renew(2)
+    assert _lease(cluster, namespace)["spec"]["holderIdentity"] == "a"
+    del b.api.create_namespaced_lease
+    # b sees a's lease expire on its own clock; a renews between b's read and b's update
+    assert not b._try_acquire_or_renew(2)
+    clock.t += LEASE + 1
+    replace = b.api.replace_namespaced_lease
+    b.api.replace_namespaced_lease = lambda *args, **kw: (a._try_acquire_or_renew(2),
+                                                          replace(*args, **kw))[1]
+    assert not b._try_acquire_or_renew(2)
+    del b.api.replace_namespaced_lease
+    spec = _lease(cluster, namespace)["spec"]
+    assert spec["holderIdentity"] == "a" and spec["leaseTransitions"] == 0
+    # without the race, the lease is b's once it has seen it unchanged for LEASE seconds
+    assert not b._try_acquire_or_renew(2)
+    clock.t += LEASE + 1
+    assert b._try_acquire_or_renew(2)
+    spec = _lease(cluster, namespace)["spec"]
+    assert spec["holderIdentity"] == "b" and spec["leaseTransitions"] == 1
+
+
+# ---- end to end: two `workbench schedule --leader-elect`, the leader killed ---------------------
+
+
+class GpuWatch:
+    """An independent watch of a namespace's pods: the most GPUs bound to each node at any
+    moment (pods count from their bind until they end or are gone), and the binds seen."""
+
+    def __init__(self, rest, namespace: str) -> None:
+        self.rest, self.namespace = rest, namespace
+        self.pods: dict[str, tuple[str, int]] = {}  # uid -> (node, GPUs) while holding them
+        self.most: dict[str, int] = {}
+        self.binds = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _gpus(self, pod: dict) -> int:
+        from workbench.k8s import labels
+
+        return sum(int(c.get("resources", {}).get("requests", {}).get(labels.GPU_RESOURCE, 0))
+                   for c in pod["spec"]["containers"])
+
+    def _see(self, kind: str, pod: dict) -> None:
+        uid, node = pod["metadata"]["uid"], pod["spec"].get("nodeName")
+        ended = kind == "DELETED" or pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+        if ended or not node:
+            self.pods.pop(uid, None)
+            return
+        if uid not in self.pods:
+            self.binds += 1
+        self.pods[uid] = (node, self._gpus(pod))
+        held: dict[str, int] = {}
+        for n, g in self.pods.values():
+            held[n] = held.get(n, 0) + g
+        for n, g in held.items():
+            self.most[n] = max(self.most.get(n, 0), g)
+
+    def _run(self) -> None:
+        path = f"/api/v1/namespaces/{self.namespace}/pods"
+        listed = self.rest.get(path)
+        for pod in listed["items"]:
+            self._see("ADDED", pod)
+        version = listed["metadata"]["resourceVersion"]
+        while not self.stop.is_set():
+            for event in self.rest.watch(path, version, timeout_seconds=30):
+                if event["type"] == "ERROR":
+                    raise AssertionError(f"the GPU watch failed: {event}")
+                version = event["object"]["metadata"]["resourceVersion"]
+                if event["type"] != "BOOKMARK":
+                    self._see(event["type"], event["object"])
+                if self.stop.is_set():
+                    return
+
+
+def _schedule_process(cluster, namespace: str, port: int, log_path):
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "workbench", "schedule", "--kubeconfig", str(cluster.kubeconfig),
+         "--namespace", namespace, "--policy", "tiresias", "--speed", str(SPEED),
+         "--metrics-port", str(port), "--metrics-address", "127.0.0.1", "--log-level", "INFO",
+         "--leader-elect", "--leader-elect-namespace", namespace,
+         "--leader-elect-lease-duration", str(LEASE), "--leader-elect-renew-deadline",
+         str(RENEW), "--leader-elect-retry-period", str(RETRY)],
+        stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True)
+
+
+def _health(port: int) -> str:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+            return r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.read().decode()
+    except OSError:
+        return ""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _training_jobs(t0: float, n: int) -> list:
+    from workbench.perf import default_perf
+    from workbench.traces import synthetic_workload
+
+    perf = default_perf()
+    out = []
+    for i, j in enumerate(synthetic_workload(n, arrival_rate=1 / 30, max_workers=4, seed=14,
+                                             ps_jobs=0.0, gpus_per_node=4)):
+        rate = perf.iteration_rate(j, {"a": j.initial_workers}, {})
+        out.append(j.with_(name=f"le-{i}", arrival=t0, total_work=rate * WORK_S, deadline=None))
+    return out
+
+
+@pytest.mark.integration
+def test_killing_the_leading_scheduler_loses_no_job_and_never_overcommits(cluster, namespace,
+                                                                        tmp_path):
+    import signal
+
+    from workbench.k8s import labels
+    from workbench.k8s.manifests import training_jobs
+
+    rest = cluster.rest
+    specs = _training_jobs(time.time(), 16)
+    for spec in specs:
+        for manifest in training_jobs(spec, namespace):
+            rest.post(f"/apis/batch/v1/namespaces/{namespace}/jobs", manifest)
+    watch = GpuWatch(rest, namespace)
+    watch.thread.start()
+    ports = [_free_port(), _free_port()]
+    procs = [_schedule_process(cluster, namespace, p, tmp_path / f"sched-{i}.log")
+             for i, p in enumerate(ports)]
+    try:
+        def one_leader():
+            states = [_health(p) for p in ports]
+            leaders = [i for i, s in enumerate(states) if s.startswith("ok: leader")]
+            standbys = [i for i, s in enumerate(states) if s.startswith("ok: standby")]
+            return leaders if len(leaders) == 1 and len(standbys) == 1 else None
+        leader = until("one leader and one standby", one_leader, timeout=60, every=0.1)[0]
+        standby = 1 - leader
+        # kill it mid-run: some pods bound, some jobs still waiting for GPUs
+        until("the leader's first binds", lambda: watch.binds >= 4, timeout=60, every=0.05)
+        pending = [p for p in rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+                   if not p["spec"].get("nodeName")]
+        assert pending, "every job was placed before the kill: nothing left for the standby"
+        procs[leader].send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        procs[leader].wait(10)
+        binds_at_kill = watch.binds
+        until("the standby to lead", lambda: _health(ports[standby]).startswith("ok: leader"),
+              timeout=LEASE + RETRY * 1.2 + 20, every=0.05)
+        took_over = time.monotonic() - killed
+
+        def complete():
+            jobs = rest.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")["items"]
+            done = [j for j in jobs if any(c["type"] == "Complete" and c["status"] == "True"
+                                           for c in j.get("status", {}).get("conditions", []))]
+            return len(done) == len(specs)
+        until("every job complete", complete, timeout=240, every=0.5)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        outs = [p.communicate(timeout=30)[0] for p in procs]
+        watch.stop.set()
+    logs = {i: (tmp_path / f"sched-{i}.log").read_text() for i in range(2)}
+    assert procs[standby].returncode == 0, logs[standby][-3000:]
+    assert "lost the lease" not in logs[standby], logs[standby][-3000:]
+    assert watch.binds > binds_at_kill, "the new leader bound nothing"
+    assert took_over <= LEASE + RETRY * 1.2 + 10
+    capacity = {n.name: n.gpus for n in cluster.node_specs}
+    assert watch.most and all(most <= capacity[n] for n, most in watch.most.items()), watch.most
+    # every job ran to completion exactly once: its workers succeeded, none failed
+    pods = rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+    succeeded: dict[str, int] = {}
+    for p in pods:
+        assert p["status"].get("phase") != "Failed", p["metadata"]["name"]
+        if p["status"].get("phase") == "Succeeded":
+            job = p["metadata"]["labels"][labels.JOB]
+            succeeded[job] = succeeded.get(job, 0) + 1
+    assert set(succeeded) == {s.name for s in specs}, outs
