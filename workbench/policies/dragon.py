@@ -171,10 +171,40 @@ class DragonPolicy(Policy):
         return self._wake
 
     def schedule(self, state: ClusterState) -> list[Action]:
+        """Admit the queue; the head job, once it has waited `wait_threshold`, gets room by
+        scaling running jobs down (or the rest of the queue waits for it); the others start
+        in arrival order where a gang fits; with nothing to do for `idle_threshold`, running
+        jobs scale up into idle resources."""
         now = state.now
         if self._last_action is None:
             self._last_action = now
         actions: list[Action] = []
+        queue = self._admit(state, actions)
+        ledger = Ledger(state)
+        racks = state.racks  # built afresh on every access: once per round
+        placed_names: set[str] = set()
+        acted, reserved_for = False, None
+        if queue:
+            acted, reserved_for = self._serve_starving_head(state, ledger, racks, queue[0],
+                                                            actions, placed_names)
+        acted |= self._serve_queue(state, ledger, racks, queue, reserved_for, actions,
+                                   placed_names)
+        if acted:
+            self._last_action = now
+        nobody_waits = all(j.name in placed_names for j in queue)
+        if (self.scale_up and not acted and nobody_waits
+                and now - self._last_action >= self.idle_threshold - _EPS):
+            ups = self._scale_up(state, ledger, now)
+            actions += ups
+            self._last_action = now
+        self._plan_wakeup(state, queue, placed_names, ledger)
+        self._remember_gangs(state)
+        return actions
+
+    def _admit(self, state: ClusterState, actions: list[Action]) -> list[JobStatus]:
+        """Release partial placements, reject jobs that can never fit, and keep each queued
+        job's enqueue time. Returns the queue in arrival order."""
+        now = state.now
         # A partial placement left by another engine (kube-default) is released: all or nothing.
         for job in state.jobs_in(JobState.HOLDING):
             actions.append(Suspend(job.name, "released a partial placement: DRAGON starts a"
@@ -190,36 +220,45 @@ class DragonPolicy(Policy):
         for job in queue:
             # Time in queue counts from arrival, or from the round it came back (preempted).
             self._enqueued.setdefault(job.name, job.spec.arrival if job.first_start is None else now)
+        return queue
 
-        ledger = Ledger(state)
-        racks = state.racks
+    def _serve_starving_head(self, state: ClusterState, ledger: Ledger, racks: np.ndarray,
+                             head: JobStatus, actions: list[Action], placed_names: set[str]
+                             ) -> tuple[bool, str | None]:
+        """The head of the queue, once it has waited `wait_threshold`: place it, scaling
+        running jobs down if that frees enough, or reserve the free room for it. Returns
+        (acted, the job the room is reserved for)."""
+        now = state.now
+        waited = now - self._enqueued[head.name]
+        if not (waited >= self.wait_threshold - _EPS and self.scale_down):
+            return False, None
         acted = False
-        placed_names: set[str] = set()
-        reserved_for: str | None = None
-        if queue:
-            head = queue[0]
-            waited = now - self._enqueued[head.name]
-            if waited >= self.wait_threshold - _EPS and self.scale_down:
-                plan = locality_place(ledger, head, head.spec.initial_workers,
-                                      head.spec.min_workers, racks)
-                if plan is None:
-                    scaled, plan = self._scale_down_for(head, state, ledger, waited)
-                    if plan is not None:
-                        actions += scaled
-                        acted = True
-                if plan is not None:
-                    actions.append(self._place(head, plan, ledger, state,
-                                               f"; it had waited {waited:.0f} s"))
-                    placed_names.add(head.name)
-                    acted = True
-                else:
-                    reserved_for = head.name
-                    self._last_action = now  # DRAGON: a starving job blocks idle scale-up
-                    why = describe_shortfall(ledger, head, head.spec.min_workers)
-                    text = (f"{why}; waited {waited:.0f} s, scaling running jobs down to their"
-                            " minimum would not free enough")
-                    if text != head.reason:
-                        actions.append(Wait(head.name, text))
+        plan = locality_place(ledger, head, head.spec.initial_workers,
+                              head.spec.min_workers, racks)
+        if plan is None:
+            scaled, plan = self._scale_down_for(head, state, ledger, waited)
+            if plan is not None:
+                actions += scaled
+                acted = True
+        if plan is not None:
+            actions.append(self._place(head, plan, ledger, state,
+                                       f"; it had waited {waited:.0f} s"))
+            placed_names.add(head.name)
+            return True, None
+        self._last_action = now  # DRAGON: a starving job blocks idle scale-up
+        why = describe_shortfall(ledger, head, head.spec.min_workers)
+        text = (f"{why}; waited {waited:.0f} s, scaling running jobs down to their"
+                " minimum would not free enough")
+        if text != head.reason:
+            actions.append(Wait(head.name, text))
+        return acted, head.name
+
+    def _serve_queue(self, state: ClusterState, ledger: Ledger, racks: np.ndarray,
+                     queue: list[JobStatus], reserved_for: str | None, actions: list[Action],
+                     placed_names: set[str]) -> bool:
+        """Start the queued jobs in arrival order where their gang fits, unless the room is
+        reserved for a starving head. Returns whether any started."""
+        acted = False
         for pos, job in enumerate(queue):
             if job.name in placed_names or job.name == reserved_for:
                 continue
@@ -229,7 +268,8 @@ class DragonPolicy(Policy):
                 if pos < 200 and text != job.reason:
                     actions.append(Wait(job.name, text))
                 continue
-            plan = locality_place(ledger, job, job.spec.initial_workers, job.spec.min_workers, racks)
+            plan = locality_place(ledger, job, job.spec.initial_workers, job.spec.min_workers,
+                                  racks)
             if plan is None:
                 if pos < 200:
                     why = describe_shortfall(ledger, job, job.spec.min_workers)
@@ -240,17 +280,7 @@ class DragonPolicy(Policy):
             actions.append(self._place(job, plan, ledger, state, ""))
             placed_names.add(job.name)
             acted = True
-        if acted:
-            self._last_action = now
-        nobody_waits = all(j.name in placed_names for j in queue)
-        if (self.scale_up and not acted and nobody_waits
-                and now - self._last_action >= self.idle_threshold - _EPS):
-            ups = self._scale_up(state, ledger, now)
-            actions += ups
-            self._last_action = now
-        self._plan_wakeup(state, queue, placed_names, ledger)
-        self._remember_gangs(state)
-        return actions
+        return acted
 
     def _plan_wakeup(self, state: ClusterState, queue: list[JobStatus], placed: set[str],
                      ledger: Ledger) -> None:

@@ -220,6 +220,9 @@ class QosPolicy(Policy):
     # ---- the round ----------------------------------------------------------------------
 
     def schedule(self, state: ClusterState) -> list[Action]:
+        """Plan every job; release partial placements; serve the requests most urgent first
+        (scale-ups of running jobs, starts of waiting ones, making room where needed); give
+        idle resources away if `use_idle`; start best-effort jobs last."""
         self._now = state.now
         actions, jobs = reject_impossible(state, list(state.active))
         if not jobs:
@@ -228,10 +231,26 @@ class QosPolicy(Policy):
         fc = self.forecaster.run(state, jobs=jobs)
         plans = {j.name: self._plan(state, j, fc[j.name]) for j in jobs}
         ledger = Ledger(state)
-        now = state.now
         changed: set[str] = set()  # jobs given an action this round
+        released = self._release_partial(jobs, ledger, actions)
+        waiting = [p for p in plans.values()
+                   if not p.job.state.placed or p.job.name in released]
+        running = [p for p in plans.values()
+                   if p.job.state in (JobState.RUNNING, JobState.RESTARTING)]
+        requests, best_effort = self._requests(waiting, running, state.now, actions)
+        pos = self._serve(state, ledger, requests, plans, released, changed, actions)
+        if self.autoscaling and self.use_idle:
+            actions += self._speed_up(state, ledger, running, changed)
+        self._start_best_effort(ledger, best_effort, pos, actions)
+        self._view_args = (state.now, plans)
+        self._acted = any(not isinstance(a, Wait) for a in actions)
+        return actions
 
-        # A partial placement left by another engine: release it, qos places gangs.
+    @staticmethod
+    def _release_partial(jobs: list[JobStatus], ledger: Ledger, actions: list[Action]
+                         ) -> set[str]:
+        """A partial placement left by another engine: release it, qos places gangs. Returns
+        the jobs released."""
         released: set[str] = set()
         for job in jobs:
             if job.state is JobState.HOLDING:
@@ -240,12 +259,12 @@ class QosPolicy(Policy):
                 actions.append(Suspend(job.name, "released a partial placement: qos starts"
                                        " all of a job's workers together"))
                 released.add(job.name)
-        waiting = [p for p in plans.values()
-                   if not p.job.state.placed or p.job.name in released]
-        running = [p for p in plans.values()
-                   if p.job.state in (JobState.RUNNING, JobState.RESTARTING)]
+        return released
 
-        # Requests, most urgent first: running jobs that need a scale-up, and waiting jobs.
+    def _requests(self, waiting: list[Plan], running: list[Plan], now: float,
+                  actions: list[Action]) -> tuple[list[tuple[Plan, int]], list[Plan]]:
+        """Requests (plan, size), most urgent first: running jobs that need a scale-up, and
+        waiting jobs; and the best-effort jobs apart. Rejections go to `actions`."""
         requests: list[tuple[Plan, int]] = []
         if self.autoscaling:
             for p in running:
@@ -272,27 +291,21 @@ class QosPolicy(Policy):
             requests.sort(key=lambda r: (r[0].slack, r[0].job.spec.arrival, r[0].job.name))
         else:
             requests.sort(key=lambda r: (r[0].job.spec.arrival, r[0].job.name))
+        return requests, best_effort
 
+    def _serve(self, state: ClusterState, ledger: Ledger, requests: list[tuple[Plan, int]],
+               plans: dict[str, Plan], released: set[str], changed: set[str],
+               actions: list[Action]) -> int:
+        """Grow or start each request in turn, making room where its deadline needs it.
+        Returns how many jobs were left waiting (their queue positions)."""
         pos = 0
         for p, size in requests:
             job = p.job
             if job.state.placed and job.name not in released:
-                acts = self._grow(state, ledger, p, size, plans, changed)
-                actions += acts
+                actions += self._grow(state, ledger, p, size, plans, changed)
                 continue
-            placement = ledger.place_gang(job, size)
+            size, placement = self._fit_start(ledger, p, size)
             freeing: list[Action] = []
-            if placement is None and self.autoscaling and p.cls != LATE:
-                # Start now with fewer workers if that still meets the deadline.
-                least = p.safe_size or p.size or size
-                for w in range(size - 1, least - 1, -1):
-                    if p.meets(w, safe=p.safe_size is not None):
-                        placement = ledger.place_gang(job, w)
-                        if placement is not None:
-                            size = w
-                            break
-                if placement is None and least < size:
-                    size = least  # make room for the fewest that meet it
             if placement is None:
                 freeing, placement = self._make_room(state, ledger, p, size, plans, changed)
             if placement is None:
@@ -307,11 +320,31 @@ class QosPolicy(Policy):
             ledger.take(ps, job.spec.ps_demand)
             actions.append(Place(job.name, self._start_text(p, size), workers, ps))
             changed.add(job.name)
+        return pos
 
-        if self.autoscaling and self.use_idle:
-            actions += self._speed_up(state, ledger, running, changed)
+    def _fit_start(self, ledger: Ledger, p: Plan, size: int
+                   ) -> tuple[int, tuple[Placement, Placement] | None]:
+        """A waiting job's gang at `size` if it fits now; else (autoscaling) with fewer workers
+        that still meet the deadline. Returns the size to start (or make room for) and the
+        placement, None if nothing fits."""
+        placement = ledger.place_gang(p.job, size)
+        if placement is None and self.autoscaling and p.cls != LATE:
+            # Start now with fewer workers if that still meets the deadline.
+            least = p.safe_size or p.size or size
+            for w in range(size - 1, least - 1, -1):
+                if p.meets(w, safe=p.safe_size is not None):
+                    placement = ledger.place_gang(p.job, w)
+                    if placement is not None:
+                        size = w
+                        break
+            if placement is None and least < size:
+                size = least  # make room for the fewest that meet it
+        return size, placement
 
-        # Best effort last: jobs whose deadline is out of reach (or that have none).
+    def _start_best_effort(self, ledger: Ledger, best_effort: list[Plan], pos: int,
+                           actions: list[Action]) -> None:
+        """Best effort last, in arrival order: jobs whose deadline is out of reach (or that
+        have none) run on what is left."""
         best_effort.sort(key=lambda p: (p.job.spec.arrival, p.job.name))
         for p in best_effort:
             job = p.job
@@ -335,9 +368,6 @@ class QosPolicy(Policy):
                     self._heavy_text(p, size, "started") if p.cls == HEAVY else
                     f"started with {size} workers: no deadline, best effort on idle resources")
             actions.append(Place(job.name, text, workers, ps))
-        self._view_args = (state.now, plans)
-        self._acted = any(not isinstance(a, Wait) for a in actions)
-        return actions
 
     # ---- growing, shrinking, preempting ---------------------------------------------------
 

@@ -18,9 +18,7 @@ from ..errors import ConfigError
 from ..model import JobKind, JobSpec, Resources
 from .common import WORKER_DEMAND, Jobs
 from .philly_sample import philly_sample
-from .synthetic import PS_BATCH_PER_WORKER
-
-PS_RUN_TIME = (600.0, 4 * 3600.0)  # seconds: Philly durations are clipped into this range
+from .synthetic import PS_BATCH_PER_WORKER, PS_RUN_TIME
 
 
 @lru_cache(maxsize=1)
@@ -66,7 +64,7 @@ def philly_ps_workload(n_jobs: int = 60, *, seed: int = 0, cluster_gpus: int = 6
     factor = rng.uniform(*deadline_factor, n_jobs)
     weight = rng.integers(1, 101, n_jobs)
     a = arrival[start:start + n_jobs] - arrival[start]
-    d = np.clip(duration[start:start + n_jobs], *PS_RUN_TIME)
+    d = np.clip(duration[start:start + n_jobs], *PS_RUN_TIME)  # Philly's, into 10 min-4 h
     w = np.minimum(gpus[start:start + n_jobs], max_workers)
     demand = float((w * d).sum())
     span = float(a[-1]) if a[-1] > 0 else 1.0

@@ -7,6 +7,7 @@ jobs.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -53,66 +54,102 @@ def synthetic_workload(n_jobs: int = 100, *, arrival_rate: float = 1 / 120,
       size, packed), factor uniform in `deadline_factor` if a (low, high) pair, fixed if a
       number, no deadlines if None.
     """
+    _check_sizes(n_jobs, arrival_rate, max_workers)
+    perf = perf or default_perf()
+    rng = np.random.default_rng(seed)
+    names, weights = _mix(apps, list(perf.applications))
+    ps_models = list(getattr(perf, "ps_models", ()))
+    draws = _Draws.of(rng, n_jobs, arrival_rate, weights, max_workers, deadline_factor, ps_jobs,
+                      len(ps_models))
+    if draws.is_ps.any() and not ps_models:
+        raise ConfigError("synthetic: the performance model has no parameter-server models")
+    rates = RateCache(perf, gpus_per_node)
+    jobs = Jobs(source="synthetic")
+    for i in range(n_jobs):
+        if draws.is_ps[i]:
+            spec, run_time = _ps_job(i, draws, ps_models, perf)
+        else:
+            spec, run_time = _allreduce_job(i, draws, names, max_workers, perf, rates)
+        if draws.factors is not None:
+            spec = spec.with_(deadline=spec.arrival + float(draws.factors[i]) * run_time)
+        jobs.append(spec)
+    jobs.notes.append(
+        f"{n_jobs} synthetic jobs (seed {seed}), Poisson arrivals at {arrival_rate:.4g}/s,"
+        f" {int(draws.is_ps.sum())} parameter-server jobs, deadline factor {deadline_factor}")
+    return jobs
+
+
+def _check_sizes(n_jobs: int, arrival_rate: float, max_workers: int) -> None:
     if n_jobs < 0:
         raise ConfigError(f"synthetic: n_jobs must be >= 0, got {n_jobs}")
     if not arrival_rate > 0:
         raise ConfigError(f"synthetic: arrival rate must be > 0 jobs/s, got {arrival_rate}")
     if max_workers < 1:
         raise ConfigError(f"synthetic: max_workers must be >= 1, got {max_workers}")
-    perf = perf or default_perf()
-    rng = np.random.default_rng(seed)
-    names, weights = _mix(apps, list(perf.applications))
 
-    gaps = rng.exponential(1.0 / arrival_rate, n_jobs)
-    arrivals = np.cumsum(gaps) - (gaps[0] if n_jobs else 0.0)
-    ps_share = float(ps_jobs) if not isinstance(ps_jobs, bool) else (1.0 if ps_jobs else 0.0)
-    if not 0.0 <= ps_share <= 1.0:
-        raise ConfigError(f"synthetic: ps_jobs must be a bool or a share in [0, 1], got {ps_jobs}")
-    is_ps = rng.random(n_jobs) < ps_share
-    app_pick = rng.choice(len(names), size=n_jobs, p=weights)
-    sizes = 2 ** np.arange(int(np.log2(max_workers)) + 1)
-    size_pick = rng.choice(sizes, size=n_jobs, p=(1 / sizes) / (1 / sizes).sum())
-    factors = _factors(deadline_factor, n_jobs, rng)
-    # Drawn for every job so that the all-reduce jobs do not depend on the PS share.
-    ps_models = list(getattr(perf, "ps_models", ()))
-    ps_model_pick = rng.integers(0, max(len(ps_models), 1), n_jobs)
-    ps_workers = rng.integers(1, min(max_workers, PS_MAX_WORKERS) + 1, n_jobs)
-    ps_servers_u = rng.random(n_jobs)
-    ps_run_time = np.exp(rng.uniform(*np.log(PS_RUN_TIME), n_jobs))
-    if is_ps.any() and not ps_models:
-        raise ConfigError("synthetic: the performance model has no parameter-server models")
 
-    rates = RateCache(perf, gpus_per_node)
-    jobs = Jobs(source="synthetic")
-    for i in range(n_jobs):
-        arrival = float(arrivals[i])
-        if is_ps[i]:
-            model = ps_models[int(ps_model_pick[i])]
-            workers = int(ps_workers[i])
-            servers = 1 + int(ps_servers_u[i] * min(workers, PS_MAX_SERVERS))
-            speed = float(perf.ps_speed(model, workers, servers))
-            run_time = float(ps_run_time[i])
-            spec = JobSpec(name=f"{model}-{i}", application=model, arrival=arrival,
-                           total_work=run_time * speed,
-                           batch_size=PS_BATCH_PER_WORKER.get(model, 32),
-                           initial_workers=workers, min_workers=workers, max_workers=workers,
-                           num_ps=servers, worker_demand=WORKER_DEMAND, kind=JobKind.PS)
-        else:
-            app = names[int(app_pick[i])]
-            workers = max(int(size_pick[i]), min(APP_MIN_WORKERS.get(app, 1), max_workers))
-            bsz = suited_batch_size(app, workers)
-            spec = JobSpec(name=f"{app}-{i}", application=app, arrival=arrival,
-                           total_work=float(perf.total_iterations(app, bsz)), batch_size=bsz,
-                           initial_workers=workers, min_workers=1, max_workers=max_workers,
-                           worker_demand=WORKER_DEMAND)
-            run_time = spec.total_work / rates(app, bsz, workers)
-        if factors is not None:
-            spec = spec.with_(deadline=arrival + float(factors[i]) * run_time)
-        jobs.append(spec)
-    jobs.notes.append(
-        f"{n_jobs} synthetic jobs (seed {seed}), Poisson arrivals at {arrival_rate:.4g}/s,"
-        f" {int(is_ps.sum())} parameter-server jobs, deadline factor {deadline_factor}")
-    return jobs
+@dataclass
+class _Draws:
+    """Every random draw of a workload, one entry per job. All are drawn for every job, in a
+    fixed order, so that the all-reduce jobs do not depend on the PS share (and vice versa)."""
+
+    arrivals: np.ndarray
+    is_ps: np.ndarray
+    app_pick: np.ndarray
+    size_pick: np.ndarray
+    factors: np.ndarray | None
+    ps_model_pick: np.ndarray
+    ps_workers: np.ndarray
+    ps_servers_u: np.ndarray
+    ps_run_time: np.ndarray
+
+    @classmethod
+    def of(cls, rng: np.random.Generator, n_jobs: int, arrival_rate: float,
+           weights: np.ndarray, max_workers: int, deadline_factor, ps_jobs: bool | float,
+           n_ps_models: int) -> _Draws:
+        gaps = rng.exponential(1.0 / arrival_rate, n_jobs)
+        arrivals = np.cumsum(gaps) - (gaps[0] if n_jobs else 0.0)
+        ps_share = float(ps_jobs) if not isinstance(ps_jobs, bool) else (1.0 if ps_jobs else 0.0)
+        if not 0.0 <= ps_share <= 1.0:
+            raise ConfigError(f"synthetic: ps_jobs must be a bool or a share in [0, 1],"
+                              f" got {ps_jobs}")
+        is_ps = rng.random(n_jobs) < ps_share
+        app_pick = rng.choice(len(weights), size=n_jobs, p=weights)
+        sizes = 2 ** np.arange(int(np.log2(max_workers)) + 1)
+        size_pick = rng.choice(sizes, size=n_jobs, p=(1 / sizes) / (1 / sizes).sum())
+        factors = _factors(deadline_factor, n_jobs, rng)
+        return cls(arrivals, is_ps, app_pick, size_pick, factors,
+                   ps_model_pick=rng.integers(0, max(n_ps_models, 1), n_jobs),
+                   ps_workers=rng.integers(1, min(max_workers, PS_MAX_WORKERS) + 1, n_jobs),
+                   ps_servers_u=rng.random(n_jobs),
+                   ps_run_time=np.exp(rng.uniform(*np.log(PS_RUN_TIME), n_jobs)))
+
+
+def _ps_job(i: int, d: _Draws, ps_models: list[str], perf) -> tuple[JobSpec, float]:
+    """Job `i` as a fixed-size parameter-server job, and its run time."""
+    model = ps_models[int(d.ps_model_pick[i])]
+    workers = int(d.ps_workers[i])
+    servers = 1 + int(d.ps_servers_u[i] * min(workers, PS_MAX_SERVERS))
+    speed = float(perf.ps_speed(model, workers, servers))
+    run_time = float(d.ps_run_time[i])
+    spec = JobSpec(name=f"{model}-{i}", application=model, arrival=float(d.arrivals[i]),
+                   total_work=run_time * speed, batch_size=PS_BATCH_PER_WORKER.get(model, 32),
+                   initial_workers=workers, min_workers=workers, max_workers=workers,
+                   num_ps=servers, worker_demand=WORKER_DEMAND, kind=JobKind.PS)
+    return spec, run_time
+
+
+def _allreduce_job(i: int, d: _Draws, names: list[str], max_workers: int, perf,
+                   rates: RateCache) -> tuple[JobSpec, float]:
+    """Job `i` as an elastic all-reduce job trained to convergence, and its ideal run time."""
+    app = names[int(d.app_pick[i])]
+    workers = max(int(d.size_pick[i]), min(APP_MIN_WORKERS.get(app, 1), max_workers))
+    bsz = suited_batch_size(app, workers)
+    spec = JobSpec(name=f"{app}-{i}", application=app, arrival=float(d.arrivals[i]),
+                   total_work=float(perf.total_iterations(app, bsz)), batch_size=bsz,
+                   initial_workers=workers, min_workers=1, max_workers=max_workers,
+                   worker_demand=WORKER_DEMAND)
+    return spec, spec.total_work / rates(app, bsz, workers)
 
 
 def _mix(apps, known: list[str]) -> tuple[list[str], np.ndarray]:
