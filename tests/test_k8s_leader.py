@@ -298,7 +298,7 @@ def test_the_service_waits_as_a_standby_and_reports_which_replica_leads():
               timeout=5, every=0.01)
         assert not service.is_leader and not started
         assert service.health() == (True, "ok: standby (leader: other)\n")
-        assert 'workbench_leader{identity="me",holder="other"} 0' in service.metrics()
+        assert 'workbench_leader{identity="me"} 0' in service.metrics()
     finally:
         service.stop()
         runner.join(5)
@@ -645,3 +645,46 @@ def test_killing_the_leading_scheduler_loses_no_job_and_never_overcommits(cluste
             job = p["metadata"]["labels"][labels.JOB]
             succeeded[job] = succeeded.get(job, 0) + 1
     assert set(succeeded) == {s.name for s in specs}, outs
+
+
+@pytest.mark.integration
+def test_the_manifests_let_the_scheduler_elect_and_no_more(cluster, namespace):
+    """The ServiceAccount and its Role on leases from `workbench k8s manifests`, applied in a
+    namespace: its token acquires, renews and releases the Lease there, and may not delete
+    it or touch Leases elsewhere."""
+    import json
+
+    from workbench.k8s.manifests import scheduler_manifests
+    from workbench.k8s.rest import client_from_kubeconfig
+
+    rest, name = cluster.rest, f"wb-{namespace}"
+    paths = {"ServiceAccount": "serviceaccounts", "Role": "roles", "RoleBinding": "rolebindings"}
+    for obj in scheduler_manifests(namespace, name=name):
+        if obj["kind"] in paths and obj["metadata"].get("namespace") == namespace and \
+                obj["metadata"]["name"] in (name, f"{name}-leader"):
+            group = "/api/v1" if obj["kind"] == "ServiceAccount" else \
+                "/apis/rbac.authorization.k8s.io/v1"
+            rest.post(f"{group}/namespaces/{namespace}/{paths[obj['kind']]}", obj)
+    token = rest.post(f"/api/v1/namespaces/{namespace}/serviceaccounts/{name}/token",
+                      {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+                       "spec": {"expirationSeconds": 600}})["status"]["token"]
+    config = json.loads(cluster.kubeconfig.read_text())
+    config["users"][0]["user"] = {"token": token}
+    path = cluster.directory / f"{namespace}-leader.kubeconfig"
+    path.write_text(json.dumps(config))
+    api = client_from_kubeconfig(path)
+
+    def elector(ns: str) -> LeaderElector:
+        return LeaderElector(api, name, ns, identity="sa", lease_duration=LEASE,
+                             renew_deadline=RENEW, retry_period=RETRY)
+    e = elector(namespace)
+    until("the Role to apply", lambda: e._try_acquire_or_renew(2), timeout=10)  # create
+    assert e._try_acquire_or_renew(2)  # get + update
+    assert e.release()
+    with pytest.raises(Exception) as denied:
+        e.api.delete_namespaced_lease(name, namespace)
+    assert getattr(denied.value, "status", None) == 403
+    assert not elector("default")._try_acquire_or_renew(2)  # no rights outside its namespace
+    with pytest.raises(Exception) as denied:
+        e.api.read_namespaced_lease(name, "default")
+    assert getattr(denied.value, "status", None) == 403

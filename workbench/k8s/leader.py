@@ -138,7 +138,6 @@ class LeaderElector:
         self._observed_time = float("-inf")  # monotonic time we saw `_observed` first
         self._lease: client.V1Lease | None = None  # the last one read or written
         self._thread: threading.Thread | None = None
-        self.transitions_seen = 0  # leaderships gained by this elector (for tests and metrics)
 
     # ---- state --------------------------------------------------------------------------
 
@@ -192,7 +191,6 @@ class LeaderElector:
             if self._try_acquire_or_renew(self.renew_deadline):
                 with self._lock:
                     self._leading, self._last_renew = True, start
-                self.transitions_seen += 1
                 self._became_leader.set()
                 log.info("%s: leading (lease %s/%s)", self.identity, self.namespace, self.name)
                 self._call(self.on_started_leading)

@@ -175,8 +175,8 @@ class SchedulerService:
             round_seconds = self.round_seconds
         metric("info", "gauge", "The active engine.", [({"policy": c.policy.name}, 1)])
         metric("leader", "gauge", "1 on the replica that schedules, 0 on a standby.",
-               [({"identity": self.elector.identity, "holder": self.leader_identity}
-                 if self.elector else {}, int(self.is_leader))])
+               [({"identity": self.elector.identity} if self.elector else {},
+                 int(self.is_leader))])
         metric("rounds_total", "counter", "Scheduling rounds run.", [({}, c.rounds)])
         metric("round_duration_seconds_total", "counter",
                "Time spent observing, deciding and applying.", [({}, round_seconds)])
