@@ -22,7 +22,7 @@ from .errors import ConfigError
 from .metrics import FragmentationMeter
 from .model import JobSpec, Node
 from .placement.state import workload_of_jobs
-from .policies import check_engine, make_policy  # noqa: F401 (check_engine: re-exported)
+from .policies import make_policy
 from .policies.base import Policy
 from .sim import SimBackend
 

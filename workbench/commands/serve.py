@@ -54,7 +54,8 @@ def session_locked(*, token: str | None, given_ok: bool, shared: bool, simulated
 def run_serve(args) -> int:
     import panel as pn
 
-    from ..session import check_engine, cluster_for, load_jobs, load_nodes
+    from ..policies import check_engine
+    from ..session import cluster_for, load_jobs, load_nodes
     from ..ui.app import TITLE, Workbench
     from ..ui.state import WorkbenchState
 

@@ -76,7 +76,8 @@ def _progress_printer(enabled: bool, horizon: float | None):
 
 def run_simulate(args) -> int:
     from ..experiment import run_policy
-    from ..session import check_engine, load_jobs, load_nodes
+    from ..policies import check_engine
+    from ..session import load_jobs, load_nodes
 
     jobs = load_jobs(args.trace, seed=args.seed, limit=args.limit)
     nodes = load_nodes(args.trace, args.cluster, args.nodes, args.gpus_per_node)

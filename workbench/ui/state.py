@@ -39,8 +39,8 @@ from .. import whatif
 from ..backend import Forkable
 from ..control import Controller, Recorder
 from ..model import ClusterState
-from ..policies import available, make_policy
-from ..session import check_engine, load_jobs, load_nodes, simulate
+from ..policies import available, check_engine, make_policy
+from ..session import load_jobs, load_nodes, simulate
 from ..sim import SimBackend
 from ..whatif import SwitchPreview, WhatIfResult
 from .connection import ObservedBackend, connect_backend
@@ -233,7 +233,7 @@ class WorkbenchState(RunControls):
     def switch_policy(self, name: str) -> None:
         """Use engine `name` from the next round on; no job is touched by the switch itself."""
         self._require_control()
-        new = _engine(name)
+        new = make_policy(name)
         name = new.name
         if name == self.controller.policy.name and self.controller.pending_switch is None:
             return
@@ -257,7 +257,7 @@ class WorkbenchState(RunControls):
         """Fork now; return a function computing the preview on the fork (thread-safe: it
         touches nothing of this store)."""
         backend = self._forkable("a switch preview")
-        return whatif.prepare_preview(backend, self.controller.policy, _engine(name),
+        return whatif.prepare_preview(backend, self.controller.policy, make_policy(name),
                                       float(horizon or self.preview_horizon))
 
     def what_if(self, policies: Sequence[str] | None = None, until: float | None = None,
@@ -344,10 +344,3 @@ class WorkbenchState(RunControls):
             ds = [d for d in ds if d.action != "Wait"]
         return decisions_frame(ds[-last:], self.hours,
                                None if self.simulated else self.wall_time)
-
-
-def _engine(name: str):
-    """A fresh engine `name` (`fifo`, or `fifo+fgd` with a placement plugin); a one-line
-    ConfigError for an unknown engine or plugin, or an engine that takes no plugin."""
-    check_engine(name)
-    return make_policy(name)
