@@ -51,7 +51,7 @@ class OptimusPolicy(Policy):
         for name, w in alloc.items():
             self._push_gain(heap, by_name[name], w, gpn)
         while heap and budget > 1e-9:
-            gain, name, w = heapq.heappop(heap)
+            _, name, w = heapq.heappop(heap)  # the largest gain first
             job = by_name[name]
             g = job.spec.worker_demand.gpu
             if alloc[name] != w or g > budget + 1e-9:
