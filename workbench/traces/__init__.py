@@ -5,6 +5,11 @@
 
 Every loader returns a `Jobs` list (a list of `JobSpec` with `source`, `skipped`, `notes`) and
 raises `InputError` naming file, line and column for bad input.
+
+Seeded workloads built on the real traces, for the engines' benches and DL2's training:
+`ps_jobs` (Philly jobs as elastic parameter-server jobs), `philly_sample` (a load-scaled
+sample of Philly), `deadlines` (Pollux workload 1 with deadlines or QoE targets), and
+`openb_jobs` (GPU-sharing jobs from an openb pod list).
 """
 
 from .common import Jobs
