@@ -134,7 +134,7 @@ def _perf():
     global _perf_model, _perf_warned
     if _perf_model is None:
         try:
-            from ..perf import default_perf
+            from ...perf import default_perf
             _perf_model = default_perf()
         except Exception as e:  # noqa: BLE001 - the emulator keeps running without it
             if not _perf_warned:
