@@ -457,6 +457,7 @@ class Forecaster:
             if placed[i]:
                 releases.append((now + run_time[i], i))
         heapq.heapify(releases)
+        releasable = held[[i for _, i in releases]].sum(axis=0)  # what the releases will free
         pos = {j.name: k for k, j in enumerate(active)}
         if order is None:
             queue = sorted(waiting.tolist(), key=lambda k: (active[k].spec.arrival, active[k].name))
@@ -471,17 +472,21 @@ class Forecaster:
             job = active[k]
             size = max(job.target_workers or job.spec.initial_workers, 1)
             need = job.demand(size, job.spec.num_ps).as_array() - held[k]
+            if (need > free + releasable + 1e-9).any():
+                # Never fits, even once every release is in: it starts never and must not move
+                # the clock (nor take the releases) of the jobs queued behind it.
+                wait[k] = math.inf
+                continue
             while (need > free + 1e-9).any() and releases:
                 t_rel, r = heapq.heappop(releases)
                 t = max(t, t_rel)
                 free = free + held[r]
-            if (need > free + 1e-9).any():
-                wait[k] = math.inf
-                continue
+                releasable = releasable - held[r]
             free = free - need
             held[k] += need
             wait[k] = t - now
             heapq.heappush(releases, (t + run_time[k], k))
+            releasable = releasable + held[k]
         return wait
 
 
