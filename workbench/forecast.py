@@ -28,7 +28,12 @@ How each part is estimated (all arrays, one pass over the jobs):
   soon as enough CPU, memory and GPUs are free in total, freed by the predicted finishes of
   the jobs ahead (list scheduling with start times non-decreasing, fragmentation ignored).
   Its uncertainty is taken as `WAIT_ERROR` of the delay (a heuristic, measured by
-  `workbench bench forecast`).
+  `workbench bench forecast`). A job that does not fit even once every release is in waits
+  forever (inf) and holds back no one behind it.
+- Sizes: rates are tabled only up to the most workers the whole cluster holds
+  (`most_workers`), never up to a `max_workers` the cluster cannot hold (a job asking for
+  99,999 GPUs would cost minutes and gigabytes of model calls). A size above it runs never:
+  rate 0, finish and band inf, P(meet) 0, no size to meet the deadline.
 - Band: predicted finish ± z·sd with z for `confidence` (default 90 %), sd combining the rate,
   work and wait uncertainties; P(meet deadline) = Φ((deadline - finish) / sd).
 - Smallest configuration to meet the deadline: the fewest workers w in [min, max] whose
