@@ -9,6 +9,7 @@ nothing is skipped silently.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -27,3 +28,23 @@ def pytest_sessionfinish(session, exitstatus):
         for reason in reasons:
             print(f"  - {reason}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# ---- browser tests (marker `ui`): one chromium per module, a folder for screenshots ----------
+
+@pytest.fixture(scope="module")
+def browser():
+    from browser import ARGS, CHROMIUM, playwright  # here: only browser tests need Playwright
+
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def screenshots(tmp_path) -> Path:
+    d = Path(os.environ.get("WORKBENCH_SCREENSHOTS") or tmp_path)
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+

@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -19,107 +18,18 @@ import pytest
 
 pytestmark = pytest.mark.ui
 
-playwright = pytest.importorskip("playwright.sync_api")
-CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-if not Path(CHROMIUM).exists():
-    pytest.skip("needs Debian's chromium (apt-get install chromium)", allow_module_level=True)
-
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-# Warnings the browser may print that say nothing about the app.
-HARMLESS = ("GL Driver Message", "WebGL", "favicon.ico")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serve(*extra: str):
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "workbench", "serve", "--no-browser", "--port", str(port), *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"workbench serve exited: {proc.stdout.read()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return proc, f"http://127.0.0.1:{port}/"
-        except OSError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError("workbench serve did not start within 90 s")
+from browser import Page, free_port, serve  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def server():
-    proc, url = _serve("--speed", "3600")
+    proc, url = serve("--speed", "3600")
     yield url
     proc.terminate()
     try:
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def screenshots(tmp_path) -> Path:
-    d = Path(os.environ.get("WORKBENCH_SCREENSHOTS") or tmp_path)
-    d.mkdir(parents=True, exist_ok=True)
-    return d
-
-
-class Page:
-    """One browser session on the app, collecting console errors."""
-
-    def __init__(self, browser, url: str) -> None:
-        self.page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        self.errors: list[str] = []
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error"
-                     and not any(h in m.text for h in HARMLESS) else None)
-        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-        self.page.goto(url)
-        self.page.wait_for_selector("text=Scheduling Workbench", timeout=60_000)
-        self.wait_for(lambda: self.js("() => !!Bokeh.documents[0].get_model_by_name('gpu_cells')"))
-
-    def js(self, code: str):
-        return self.page.evaluate(code)
-
-    def source(self, name: str, column: str) -> list:
-        return self.js(f"() => Array.from(Bokeh.documents[0].get_model_by_name('{name}')"
-                       f".data['{column}'])")
-
-    def wait_for(self, condition, timeout: float = 60.0, what: str = "condition"):
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            value = condition()
-            if value:
-                return value
-            time.sleep(0.25)
-        raise AssertionError(f"timed out waiting for {what}")
-
-    def click(self, name: str) -> None:
-        self.page.get_by_role("button", name=name, exact=True).click()
-
-    def tab(self, name: str) -> None:
-        self.page.locator(".bk-tab", has_text=name).first.click()
-
-    def clock(self) -> str:
-        return self.page.locator("text=day 0").first.inner_text()
-
-    def close(self) -> None:
-        self.page.close()
 
 
 def test_app_loads_with_no_console_errors(browser, server, screenshots):
@@ -208,7 +118,7 @@ def test_switching_the_policy_live_changes_later_decisions(browser, server, scre
 
 
 def test_shared_cluster_is_read_only_without_the_token(browser, screenshots):
-    proc, url = _serve("--shared", "--token", "s3cret")
+    proc, url = serve("--shared", "--token", "s3cret")
     try:
         viewer = Page(browser, url)
         operator = Page(browser, url + "?token=s3cret")
@@ -273,7 +183,7 @@ def test_a_notebook_cell_renders_the_app_with_no_internet(browser, tmp_path, scr
 def _jupyterlab(root: Path, *extra: str, env: dict | None = None):
     """JupyterLab serving `root` on a free port until the block ends; yields its /lab URL
     with the token."""
-    port, token = _free_port(), "workbench-test"
+    port, token = free_port(), "workbench-test"
     lab = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
          "--allow-root", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
@@ -364,7 +274,7 @@ def test_fragmentation_over_time_and_per_node_for_an_engine_with_fgd(browser, tm
 
     pods = tmp_path / "pods.csv"
     sharing_pods(5, 200).to_csv(pods, index=False)
-    proc, url = _serve("--speed", "3600", "--cluster", "small", "--policy", "fifo+fgd",
+    proc, url = serve("--speed", "3600", "--cluster", "small", "--policy", "fifo+fgd",
                        "--trace", f"openb:pods={pods},n=200,interval=10,max_duration=3600")
     p = None
     try:

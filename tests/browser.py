@@ -1,0 +1,91 @@
+"""Shared pieces of the browser tests: Debian's chromium driven by Playwright, a served app
+on a free port, and a `Page` that collects console errors. Test modules import the fixtures
+(`browser`, `screenshots`) from here."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+playwright = pytest.importorskip("playwright.sync_api")
+CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+if not Path(CHROMIUM).exists():
+    pytest.skip("needs Debian's chromium (apt-get install chromium)", allow_module_level=True)
+
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+# Warnings the browser may print that say nothing about the app.
+HARMLESS = ("GL Driver Message", "WebGL", "favicon.ico")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve(*extra: str):
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "workbench", "serve", "--no-browser", "--port", str(port), *extra],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"workbench serve exited: {proc.stdout.read()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return proc, f"http://127.0.0.1:{port}/"
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("workbench serve did not start within 90 s")
+
+
+class Page:
+    """One browser session on the app, collecting console errors."""
+
+    def __init__(self, browser, url: str) -> None:
+        self.page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error"
+                     and not any(h in m.text for h in HARMLESS) else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        self.page.goto(url)
+        self.page.wait_for_selector("text=Scheduling Workbench", timeout=60_000)
+        self.wait_for(lambda: self.js("() => !!Bokeh.documents[0].get_model_by_name('gpu_cells')"))
+
+    def js(self, code: str):
+        return self.page.evaluate(code)
+
+    def source(self, name: str, column: str) -> list:
+        return self.js(f"() => Array.from(Bokeh.documents[0].get_model_by_name('{name}')"
+                       f".data['{column}'])")
+
+    def wait_for(self, condition, timeout: float = 60.0, what: str = "condition"):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            value = condition()
+            if value:
+                return value
+            time.sleep(0.25)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def click(self, name: str) -> None:
+        self.page.get_by_role("button", name=name, exact=True).click()
+
+    def tab(self, name: str) -> None:
+        self.page.locator(".bk-tab", has_text=name).first.click()
+
+    def clock(self) -> str:
+        return self.page.locator("text=day 0").first.inner_text()
+
+    def close(self) -> None:
+        self.page.close()
