@@ -57,8 +57,10 @@ class FakeLeases:
                                  lease_transitions=s.get("leaseTransitions")))
 
     def read_namespaced_lease(self, name, namespace, _request_timeout=None):
-        if self.hang:
-            time.sleep(self.hang)
+        if self.hang:  # as urllib3: a timeout ends the wait
+            time.sleep(min(self.hang, _request_timeout or self.hang))
+            if _request_timeout is not None and self.hang > _request_timeout:
+                raise TimeoutError("read timed out")
         if self.down:
             raise OSError("connection refused")
         with self.lock:
@@ -303,6 +305,58 @@ def test_the_service_waits_as_a_standby_and_reports_which_replica_leads():
         service.stop()
         runner.join(5)
     assert not runner.is_alive() and not started and not service.lost_leadership
+
+
+class _IdleBackend(SimpleNamespace):
+    """Just what SchedulerService calls on a backend, with `advance` waiting for `interrupt`."""
+
+    def __init__(self) -> None:
+        super().__init__(started=0, advanced=[], node_failures=[],
+                         cache=SimpleNamespace(informers=[]), woken=threading.Event())
+
+    def start(self) -> None:
+        self.started += 1
+
+    def advance(self, until: float) -> None:
+        self.advanced.append(time.monotonic())
+        self.woken.wait(0.05)
+
+    def interrupt(self) -> None:
+        self.woken.set()
+
+    def close(self) -> None:
+        pass
+
+    def done(self) -> bool:
+        return False
+
+    def stats(self) -> dict:
+        return {}
+
+
+def test_a_service_that_loses_the_lease_stops_scheduling_by_the_renew_deadline():
+    from workbench.k8s.service import SchedulerService
+    from workbench.policies import make_policy
+
+    api, backend, stopped = FakeLeases(), _IdleBackend(), []
+    elector = _elector(api, "me", on_stopped_leading=lambda: stopped.append(time.monotonic()))
+    service = SchedulerService(backend, make_policy("fifo"), elector=elector)
+    service.controller.step = lambda: service.controller.backend.advance(0.0)  # a round's wait
+    runner = threading.Thread(target=service.run, daemon=True)
+    runner.start()
+    try:
+        until("scheduling", lambda: service.is_leader and backend.advanced, timeout=5)
+        assert backend.started == 1 and service.health()[1] == "ok: leader\n"
+        api.hang = 5.0  # renewals hang past the renew deadline
+        deadline = elector._last_renew + elector.renew_deadline
+        runner.join(elector.renew_deadline + 2)
+        assert not runner.is_alive() and service.lost_leadership
+        assert max(backend.advanced) < deadline  # nothing went through the fence after it
+        until("the election thread to notice", lambda: stopped, timeout=2)
+        assert backend.woken.is_set()  # the callback chained to interrupt()
+        assert stopped[0] - deadline < 0.5  # the hung renewal timed out at the deadline
+    finally:
+        service.stop()
 
 
 def test_a_service_without_election_is_always_the_leader():
