@@ -11,6 +11,7 @@ from workbench.model import JobSpec, JobState, Migrate, Place, Scale, Suspend
 from workbench.perf import default_perf
 from workbench.policies import make_policy
 from workbench.sim import Fault, SimBackend
+from workbench.whatif import run_forks
 
 PERF = default_perf()
 
@@ -136,9 +137,10 @@ def test_what_if_forks_do_not_touch_the_live_run():
     c = Controller(b, make_policy("fifo"))
     c.run(until=600)
     now, done = b.now, len(b.finished)
-    runs = c.what_if({"fifo": make_policy("fifo"), "tiresias": make_policy("tiresias")})
+    runs = run_forks(b, {"fifo": make_policy("fifo"), "tiresias": make_policy("tiresias")})
     assert b.now == now and len(b.finished) == done
-    for name, twin in runs.items():
+    for run in runs:
+        twin = run.controller
         assert twin.backend.done() and len(twin.backend.finished) == len(jobs)
 
 

@@ -120,7 +120,6 @@ class Controller:
         self.recorder = recorder or Recorder()
         self._pending_switch: Policy | None = None
         self._last_round: float | None = None
-        self._known_finished: set[str] = set()
         self._finished_seen = 0
         self._idle_rounds = 0
         self.rounds = 0
@@ -237,7 +236,6 @@ class Controller:
         log = self.backend.finished
         new = log[self._finished_seen:]
         self._finished_seen = len(log)
-        self._known_finished.update(j.name for j in new)
         return new
 
     def run(self, until: float | None = None, progress: Callable[[float], None] | None = None,
@@ -280,15 +278,3 @@ class Controller:
         outcomes = self.backend.apply(reasons)
         self.recorder.record_round(self.backend.now, "controller", outcomes)
         self.recorder.sample(self.backend.observe(), "controller", self._newly_finished())
-
-    # ---- what-if ------------------------------------------------------------------------
-
-    def what_if(self, policies: dict[str, Policy], until: float | None = None) -> dict[str, "Controller"]:
-        """Fork the backend's current state and run each policy forward on its own copy
-        (`whatif.run_forks`; previews and engine comparisons are built there too)."""
-        from .backend import Forkable
-        from .whatif import run_forks  # it builds on the Controller
-
-        if not isinstance(self.backend, Forkable):
-            raise TypeError("what-if needs a backend that can fork (the simulator)")
-        return {r.label: r.controller for r in run_forks(self.backend, policies, until)}
