@@ -145,7 +145,7 @@ def test_training_job_manifests_round_trip_to_the_same_spec():
 def test_k8s_names_and_progress_reports():
     from workbench.k8s.cache import progress_of
     from workbench.k8s.manifests import k8s_name
-    from workbench.progress import progress_annotation
+    from workbench.k8s.progress import progress_annotation
 
     assert k8s_name("Job_42 (BERT)") == "job-42-bert"
     pod = {"metadata": {"annotations": {labels.PROGRESS: progress_annotation(120, 2.5, 0.7),

@@ -2,4 +2,4 @@
 
 __version__ = "0.1.0"
 
-from .progress import report  # noqa: F401 - workbench.report(...) for training scripts
+from .k8s.progress import report  # noqa: F401 - workbench.report(...) for training scripts

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .model import PerfModel, _App
 
-from .model import _Curve, _Grid
+from .interp import Curve, Grid
 
 
 def _summary(errs: list[float]) -> dict[str, float]:
@@ -38,7 +38,7 @@ def batch_holdout(app: _App) -> list[float]:
     for bsz, step, sync in app.placement_data.values():
         for i in range(1, len(bsz) - 1):
             keep = [j for j in range(len(bsz)) if j != i]
-            c = _Curve([bsz[j] for j in keep], [step[j] for j in keep], [sync[j] for j in keep])
+            c = Curve([bsz[j] for j in keep], [step[j] for j in keep], [sync[j] for j in keep])
             a, _ = c.at(bsz[i], math.log(bsz[i]))
             errs.append(abs(math.exp(a) / step[i] - 1.0))
     return errs
@@ -59,7 +59,7 @@ def _mean_curve(curves: list[list[list[float]]]) -> list[list[float]] | None:
 
 
 def placement_holdout(app: _App) -> list[float]:
-    base = {k: _Curve(*v) for k, v in app.grid_data.items()}
+    base = {k: Curve(*v) for k, v in app.grid_data.items()}
     errs = []
     for key, (bsz, step, _) in app.placement_data.items():
         cell = (len(key), sum(key))
@@ -70,21 +70,21 @@ def placement_holdout(app: _App) -> list[float]:
         if mean is None:
             del cells[cell]
         else:
-            cells[cell] = _Curve(*mean)
-        grid = _Grid(cells)
+            cells[cell] = Curve(*mean)
+        grid = Grid(cells)
         for b, st in zip(bsz, step):
             errs.append(abs(grid.at(len(key), sum(key), b)[0] / st - 1.0))
     return errs
 
 
 def nodes_holdout(app: _App) -> list[float]:
-    base = {k: _Curve(*v) for k, v in app.grid_data.items()}
+    base = {k: Curve(*v) for k, v in app.grid_data.items()}
     nodes = sorted({n for n, _ in app.grid_data})
     errs = []
     for n in nodes:
         if n < 6 or n == nodes[-1]:
             continue
-        grid = _Grid({k: v for k, v in base.items() if k[0] != n})
+        grid = Grid({k: v for k, v in base.items() if k[0] != n})
         for (nn, r), (bsz, step, _) in app.grid_data.items():
             if nn != n:
                 continue

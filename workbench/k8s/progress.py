@@ -77,8 +77,8 @@ def report(iterations: float, throughput: float | None = None, metric: float | N
         if not pod or not namespace:
             raise RuntimeError("no POD_NAME/POD_NAMESPACE: set them from the downward API"
                                " (metadata.name, metadata.namespace) or pass pod= and namespace=")
-        from .k8s import labels
-        from .k8s.rest import MERGE, Rest
+        from . import labels
+        from .rest import MERGE, Rest
 
         body = {"metadata": {"annotations": {
             labels.PROGRESS: progress_annotation(iterations, throughput, metric)}}}
