@@ -204,7 +204,7 @@ class Controller:
             return None
         t = self._next_round_after_quiet_events()
         if t is None:
-            self._handle_stall()
+            self.end_stall()
             return None
         self.backend.advance(t)
         return self.round()
@@ -245,7 +245,7 @@ class Controller:
         while not self.backend.done():
             t = self._next_round_after_quiet_events(until)
             if t is None:
-                self._handle_stall()
+                self.end_stall()
                 break
             if until is not None and t > until:
                 self.backend.advance(until)
@@ -257,7 +257,7 @@ class Controller:
             self._idle_rounds = 0 if report.actions > report.waits else self._idle_rounds + 1
             if self._idle_rounds >= 3 and self.backend.next_event_time() is None and \
                     not any(j.state.placed for j in self._last_state.active):
-                self._handle_stall()
+                self.end_stall()
                 break
             if progress is not None and n % 200 == 0:
                 progress(self.backend.now)
@@ -266,7 +266,7 @@ class Controller:
         if progress is not None:
             progress(self.backend.now)
 
-    def _handle_stall(self) -> None:
+    def end_stall(self) -> None:
         """Nothing will ever change again but jobs remain: the policy is stuck (e.g. a gang
         deadlock of pods holding resources). End those jobs with the reason, so none is lost."""
         state = self.backend.observe()

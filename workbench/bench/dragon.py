@@ -83,7 +83,7 @@ def run_with_traffic(nodes, jobs, engine: str, options: dict | None = None) -> d
     while not backend.done():
         t = controller.next_round_time()
         if t is None:
-            controller._handle_stall()
+            controller.end_stall()
             break
         backend.advance(t)
         backend.observe()  # brings progress up to now

@@ -75,7 +75,6 @@ def make_policy_for(name: str, round_interval: float | None):
         if round_interval <= 0:
             raise ConfigError(f"--round-interval: expected > 0 seconds, got {round_interval}")
         policy.round_interval = round_interval
-        policy._cli_round_interval = round_interval
     return policy
 
 
@@ -98,7 +97,8 @@ def run_schedule(args) -> int:
                          start=elector is None)  # a standby watches nothing until it leads
     port = args.metrics_port if args.metrics_port else None
     try:
-        service = SchedulerService(backend, policy, port, args.metrics_address, elector)
+        service = SchedulerService(backend, policy, port, args.metrics_address, elector,
+                                   args.round_interval)
     except BaseException:
         backend.close()
         raise

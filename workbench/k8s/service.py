@@ -38,10 +38,12 @@ class SchedulerService:
     `on_stopped_leading` (chaining one already set)."""
 
     def __init__(self, backend, policy, metrics_port: int | None = None,
-                 metrics_address: str = "127.0.0.1", elector=None) -> None:
+                 metrics_address: str = "127.0.0.1", elector=None,
+                 round_interval: float | None = None) -> None:
         from ..control import Controller
 
         self.backend = backend
+        self.round_interval = round_interval  # the operator's --round-interval, kept on a switch
         self.elector = elector
         self.lost_leadership = False
         self._run_done = threading.Event()
@@ -134,10 +136,8 @@ class SchedulerService:
         from ..policies import make_policy
 
         policy = make_policy(name)  # a one-line ConfigError for an unknown engine
-        interval = getattr(self.controller.policy, "_cli_round_interval", None)
-        if interval is not None:
-            policy.round_interval = interval
-            policy._cli_round_interval = interval
+        if self.round_interval is not None:
+            policy.round_interval = self.round_interval
         self.controller.switch(policy)
         return name
 

@@ -20,7 +20,7 @@ import statistics
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .model import PerfModel, _App
+    from .model import _App
 
 from .interp import Curve, Grid
 
@@ -93,18 +93,16 @@ def nodes_holdout(app: _App) -> list[float]:
     return errs
 
 
-def build_report(model: PerfModel) -> dict:
+def build_report(apps: dict[str, _App], ps_fits: dict[str, dict]) -> dict:
     allreduce = {}
-    for name in model.applications:
-        app = model._apps[name]
+    for name, app in apps.items():
         allreduce[name] = {
             "batch": _summary(batch_holdout(app)),
             "placement": _summary(placement_holdout(app)),
             "nodes": _summary(nodes_holdout(app)),
         }
     ps = {}
-    for name in model.ps_models:
-        fit = model._ps[name]
+    for name, fit in ps_fits.items():
         ps[name] = {k: fit[k] for k in ("points", "dropped", "median_rel_err", "mean_rel_err",
                                         "p90_rel_err", "max_rel_err", "mean_rel_err_w_le_2",
                                         "mean_rel_err_w_gt_2")}

@@ -357,7 +357,7 @@ class PerfModel:
         if self._report is None:
             from ._report import build_report
 
-            self._report = build_report(self)
+            self._report = build_report(self._apps, self._ps)
         return self._report
 
 

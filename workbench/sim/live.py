@@ -17,13 +17,13 @@ class LiveJobStatus(JobStatus):
     starts or stops training, and `catch_up` before it changes the job's rate."""
 
     def __init__(self, clock, **fields) -> None:
-        self._clock = clock  # anything with `_now` (the SimBackend)
+        self._clock = clock  # anything with `now` (the SimBackend)
         self._since: float | None = None  # when the stored values were true; None: not accruing
         self._progress = self._executed = self._service = 0.0
         super().__init__(**fields)
 
     def _elapsed(self) -> float:
-        return self._clock._now - self._since
+        return self._clock.now - self._since
 
     @property
     def progress(self) -> float:
@@ -64,7 +64,7 @@ class LiveJobStatus(JobStatus):
         since = self._since
         if since is None:
             return
-        now = self._clock._now
+        now = self._clock.now
         if now > since:  # the same arithmetic as the properties, done once
             dt, spec = now - since, self.spec
             self._progress = min(self._progress + self.throughput * dt, spec.total_work)
@@ -74,7 +74,7 @@ class LiveJobStatus(JobStatus):
 
     def start_accruing(self) -> None:
         self.catch_up()
-        self._since = self._clock._now
+        self._since = self._clock.now
 
     def stop_accruing(self) -> None:
         self.catch_up()
