@@ -127,3 +127,16 @@ def test_no_private_attribute_of_another_module_is_read():
                 if name in everywhere and name not in own[path]:
                     found.append(f"{path.relative_to(PACKAGE)}:{lineno}: {m.group(0)}")
     assert found == [], "\n".join(found)
+
+
+def test_no_function_over_80_lines_without_a_reason():
+    """A long function hides steps that deserve names; one that must stay long says why in
+    its docstring (a line starting 'Long because')."""
+    long = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > 80 and "Long because" not in (ast.get_docstring(node) or ""):
+                    long.append(f"{path.relative_to(PACKAGE)}: {node.name} ({lines} lines)")
+    assert long == []
