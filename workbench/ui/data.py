@@ -302,7 +302,7 @@ def cluster_cells(state: ClusterState, holders: Mapping[str, list[tuple[int, int
 
 JOB_COLUMNS = ["job", "app", "state", "workers", "ps", "placement", "progress", "throughput",
                "finish_h", "finish_low_h", "finish_high_h", "deadline_h", "p_meet",
-               "min_workers", "last_action", "reason"]
+               "min_workers", "last_action", "reason", "arrival_h"]
 
 
 class JobsTable:
@@ -313,7 +313,7 @@ class JobsTable:
     def __init__(self, origin: float = 0.0) -> None:
         self.origin = float(origin)
         self._placement: dict[str, tuple[dict, dict, str]] = {}
-        self._static: dict[str, tuple[str, str, float, float]] = {}
+        self._static: dict[str, tuple[str, str, float, float, float]] = {}
         self._fc_source: Any = None
         self._fc_rows: dict[str, tuple] = {}
 
@@ -345,7 +345,7 @@ class JobsTable:
             if st is None:
                 st = statics[spec.name] = (spec.name, spec.application,
                                            _hours(spec.deadline, self.origin),
-                                           spec.total_work)
+                                           spec.total_work, _hours(spec.arrival, self.origin))
             state = j.state
             f = fc_rows.get(st[0], none)
             finish = (j.finish_time - self.origin) / 3600.0 \
@@ -353,10 +353,11 @@ class JobsTable:
             rows.append((st[0], st[1], state.value, sum(j.workers.values()), sum(j.ps.values()),
                          self.placement_text(j), min(j.progress / st[3], 1.0), j.throughput,
                          finish, f[1], f[2], st[2], f[3], f[4], last_action.get(st[0], ""),
-                         j.reason))
+                         j.reason, st[4]))
         df = pd.DataFrame.from_records(rows, columns=JOB_COLUMNS)
         if not rows:  # keep numeric columns numeric when there is nothing yet
-            df = df.astype({c: float for c in JOB_COLUMNS[3:5] + JOB_COLUMNS[6:13] + ["min_workers"]})
+            df = df.astype({c: float for c in JOB_COLUMNS[6:13] + ["min_workers", "arrival_h"]}
+                           | {"workers": int, "ps": int})
         return df
 
 
