@@ -422,6 +422,9 @@ class Actuator:
                f" ({bad.error}); the gang was rolled back")
         for r in g.results:
             self.binder.event(r.pod, "FailedBinding", why, warning=True)
+        for r in g.results:
+            if r.unknown:  # may be bound: hold its node's resources until known (reconcile)
+                self.book.uncertain[r.pod["metadata"]["uid"]] = (r.pod, r.node)
         if job.partial and job.plan is None:
             # pod by pod: the pods that did bind stay, as kube-scheduler's would
             for r in bound:
@@ -432,8 +435,13 @@ class Actuator:
             return
         self.binder.stats["rollbacks"] += 1
         log.info("%s: rolled back (%s)", st.name, why)
-        # bound by us, bound before us (a 409 for another node), and bound earlier
-        rollback = [r.pod for r in g.results if r.ok or r.status == 409] + list(job.bound_pods)
+        for r in g.results:  # they hold their node until their delete is seen (or fails)
+            if r.ok:
+                self.book.assumed[r.pod["metadata"]["uid"]] = (r.node, time.monotonic())
+        # bound by us, bound before us (a 409 for another node), perhaps bound (no answer),
+        # and bound earlier
+        rollback = [r.pod for r in g.results if r.ok or r.unknown or r.status == 409] + \
+            list(job.bound_pods)
         self.delete_pods(job, rollback, recreate=True)
         job.plan = None
         job.bound_pods = []

@@ -285,6 +285,7 @@ def load_api_client(kubeconfig: str | Path | None = None, pool_size: int = 32,
 
     from kubernetes import client, config
 
+    from .outage import with_backoff
     from .rest import client_from_kubeconfig
 
     path = kubeconfig or os.environ.get("KUBECONFIG")
@@ -308,6 +309,7 @@ def load_api_client(kubeconfig: str | Path | None = None, pool_size: int = 32,
         raise ConfigError("no kubeconfig: pass --kubeconfig, set KUBECONFIG, or run in a pod"
                           f" with a service account ({e})") from None
     configuration.connection_pool_maxsize = pool_size
+    with_backoff(configuration)
     return client.ApiClient(configuration)
 
 

@@ -3,7 +3,10 @@
 Bindings go through the Binding subresource from a pool of threads (one request per pod;
 the apiserver, not Python, is the limit, so many in flight approach the tuned kube-scheduler).
 A 409 on a bind means the pod is already assigned: if to the node we asked for (a retried or
-second bind) it counts as done, otherwise as a failure the caller rolls back. Events go out
+second bind) it counts as done, otherwise as a failure the caller rolls back. A bind that got
+no answer (the connection broke: the request may have been carried out) is resolved by reading
+the pod back; when even that gets no answer its outcome is `unknown`, and the caller holds the
+pod's resources on that node until it knows. Events go out
 from one background thread, so explaining a decision never slows carrying it out.
 """
 
@@ -39,6 +42,7 @@ class BindResult:
     error: str = ""
     status: int | None = None  # HTTP status of a failed bind
     already: bool = False  # a 409 for the node we asked for: bound before (second bind)
+    unknown: bool = False  # no answer, and none from reading the pod back: may be bound
 
 
 def pod_path(pod: dict) -> str:
@@ -181,21 +185,46 @@ class Binder:
         except (ApiException, _PostError) as e:
             if e.status == 409:
                 self._count("bind_conflicts")
-                try:
-                    now_on = (self.rest.get(path).get("spec") or {}).get("nodeName")
-                except Exception as e2:  # noqa: BLE001 - reported as the failure
-                    self._count("bind_failures")
-                    return BindResult(pod, node, False, _short(e2), 409)
-                if now_on == node:
-                    return BindResult(pod, node, True, already=True)
-                self._count("bind_failures")
-                return BindResult(pod, node, False,
-                                  f"already assigned to {now_on}" if now_on else _short(e), 409)
+                return self._resolve(pod, node, e, 409)
             self._count("bind_failures")
             return BindResult(pod, node, False, _short(e), e.status)
-        except Exception as e:  # noqa: BLE001 - connection errors: the gang is rolled back
+        except Exception as e:  # noqa: BLE001 - no answer: the bind may or may not have happened
+            self._count("binds_unanswered")
+            return self._resolve(pod, node, e)
+
+    def _resolve(self, pod: dict, node: str, error: Exception,
+                 status: int | None = None) -> BindResult:
+        """The outcome of a bind answered 409, or not answered at all (the request may have
+        reached the API server before the connection broke): read the pod back, a few times
+        with back-off. Bound to `node`: done. Unbound or elsewhere: failed. No answer: unknown,
+        and the caller must hold the node's resources until it knows (issue #14, item 2)."""
+        for delay in (0.0, 0.2, 0.5):
+            time.sleep(delay)
+            answered, now_on = self.read_node(pod)
+            if not answered:
+                continue
+            if now_on == node:
+                if status is None:  # our bind did happen; a 409's was an earlier one
+                    self._count("binds")
+                return BindResult(pod, node, True, already=True)
             self._count("bind_failures")
-            return BindResult(pod, node, False, _short(e))
+            why = f"already assigned to {now_on}" if now_on else _short(error)
+            return BindResult(pod, node, False, why, status or (409 if now_on else None))
+        self._count("bind_failures")
+        return BindResult(pod, node, False, f"outcome unknown: {_short(error)}", status,
+                          unknown=True)
+
+    def read_node(self, pod: dict) -> tuple[bool, str]:
+        """(answered, node): the node the API server has the pod on now ('' for unbound or
+        gone); answered is False when it could not be asked."""
+        try:
+            return True, (self.rest.get(pod_path(pod)).get("spec") or {}).get("nodeName") or ""
+        except ApiException as e:
+            if e.status == 404:
+                return True, ""
+            return False, ""
+        except Exception:  # noqa: BLE001 - no answer
+            return False, ""
 
     def bind_all(self, tasks: list[tuple[dict, str, dict | None]]) -> list[BindResult]:
         """Bind every (pod, node, annotations) at once on the pool; results in task order."""

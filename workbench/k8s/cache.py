@@ -35,6 +35,7 @@ from kubernetes.client.exceptions import ApiException
 from ..errors import ConfigError
 from ..model import ClusterState, JobKind, JobSpec, JobState, JobStatus, Node, Placement, Resources
 from . import labels
+from .outage import OUTAGES, no_answer
 from .quantity import GIB, parse_quantity
 from .rest import Rest, event_batches
 
@@ -151,8 +152,13 @@ class Informer(threading.Thread):
     def _failed(self, e: Exception, backoff: float) -> None:
         self.reconnects += 1
         self.last_error = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
-        if self._force_version is None:  # a forced restart is not an error worth a line
-            log.warning("%s: %s; reconnecting in %.1f s", self.path, self.last_error, backoff)
+        # a forced restart is not an error worth a line; the server being down is one line
+        # for the whole outage (`outage.OUTAGES`), not one per reconnection
+        quiet = self._force_version is not None or no_answer(e)
+        if no_answer(e):
+            OUTAGES.failed(self.last_error)
+        log.log(logging.DEBUG if quiet else logging.WARNING, "%s: %s; reconnecting in %.1f s",
+                self.path, self.last_error, backoff)
         self.stop_event.wait(backoff)
 
     def _list(self) -> None:

@@ -4,9 +4,10 @@
 Jobs, the placement being bound), the `JobStatus`es the policies see, and the resources that
 bound pods hold and planned placements reserve. `Reconciler.sync()` brings the book up to what
 the cache shows: it discovers jobs once all their pods exist, follows their progress and
-service, ends them when their pods succeed, fail for good or vanish, sends them back to waiting
-when a node fails or a gang is broken, and (through `actions.Actuator`) binds the re-created
-pods of planned placements.
+service, ends them when their pods succeed, fail for good or vanish (and deletes what is left of
+a completed gang), sends them back to waiting when a node fails or is deleted or a gang is
+broken, and (through `actions.Actuator`) binds the re-created pods of planned placements. The
+resources it reports held are taken after those binds, and include binds of unknown outcome.
 """
 
 from __future__ import annotations
@@ -81,8 +82,13 @@ class JobBook:
     deleting: dict[str, float] = field(default_factory=dict)  # pod uid -> monotonic delete time
     # pods we bound that the watch has not shown bound yet: uid -> (node, monotonic time)
     assumed: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # binds whose outcome is unknown (no answer): uid -> (pod, node); held until resolved
+    uncertain: dict[str, tuple[dict, str]] = field(default_factory=dict)
     future_arrivals: list[float] = field(default_factory=list)  # announced, not yet due
     node_failures: list[tuple[float, str, str]] = field(default_factory=list)  # (t, node, job)
+    # completed jobs with pods still live: key -> monotonic time of completion
+    lingering: dict[tuple[str, str], float] = field(default_factory=dict)
+    seen_nodes: set[str] = field(default_factory=set)  # every node name the view has shown
     view: NodeView | None = None
     allocated: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # bound pods
     reserved: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))  # planned, unbound
@@ -131,7 +137,7 @@ class Reconciler:
 
     def __init__(self, book: JobBook, cache: ClusterCache, clock: Clock, actuator: Actuator, *,
                  namespace: str | None, scheduler_name: str, plan_timeout: float,
-                 history_interval: float | None) -> None:
+                 history_interval: float | None, linger_timeout: float = 30.0) -> None:
         self.book = book
         self.cache = cache
         self.clock = clock
@@ -140,6 +146,7 @@ class Reconciler:
         self.scheduler_name = scheduler_name
         self.plan_timeout = plan_timeout
         self.history_interval = history_interval
+        self.linger_timeout = linger_timeout
         self.synced_version = -1
         self.synced_at = 0.0
 
@@ -161,15 +168,16 @@ class Reconciler:
         mono = time.monotonic()
         node_objs, pods, job_objs = self.cache.snapshot()
         book.view = view = NodeView.build(node_objs)
+        book.seen_nodes.update(view.node_index)
         live_uids = {p["metadata"]["uid"] for p in pods}
         for uid in [u for u in book.deleting if u not in live_uids]:
             del book.deleting[uid]
         if book.assumed:
             pods = self._assume(pods, mono)
         skip = set(book.deleting)
-        # issue #14: allocation is taken here, before `_update` binds planned pods below
-        # (clearing their plan), and the reservations after it
-        book.allocated = view.allocation(pods, self.cache.demand, skip)
+        # sized for this view now (the actuator's arrays follow it); the real figure is taken
+        # after the jobs are updated, below
+        book.allocated = np.zeros_like(view.capacity)
         groups = group_pods(pods, self.scheduler_name, skip)
         batch_jobs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in job_objs}
         book.future_arrivals = []
@@ -190,9 +198,16 @@ class Reconciler:
         for key, job in book.tracked.items():
             if key not in groups and not job.status.state.finished:
                 self._missing(job, batch_jobs, now, mono)
+        for key in [k for k in book.lingering if k not in groups]:
+            del book.lingering[key]
         for key in [k for k, t in book.submitted.items() if mono - t > self.plan_timeout]:
             log.warning("job %s/%s: no pods %.0f s after it was created", *key, self.plan_timeout)
             del book.submitted[key]
+        # Bound and reserved are both taken after `_update`, which may bind a planned
+        # placement's pods and clear its plan: taken before, those pods counted as neither
+        # and their GPUs were offered again (issue #14, item 1).
+        book.allocated = view.allocation(self._with_assumed(pods), self.cache.demand, skip) \
+            + self._uncertain_holds(pods)
         book.reserved = book.reservations()
         waiting = [j for j in book.active.values()
                    if j.state in (JobState.PENDING, JobState.HOLDING)]
@@ -203,20 +218,47 @@ class Reconciler:
         """Pods as bound where our bind succeeded but the watch has not caught up (the
         scheduler's 'assumed pods'), so a gang never looks broken by the cache's lag."""
         assumed = self.book.assumed
+        live = {p["metadata"]["uid"]: p for p in pods}
+        for uid, (_, since) in list(assumed.items()):
+            pod = live.get(uid)
+            if pod is None or pod["spec"].get("nodeName") or mono - since > 60.0:
+                del assumed[uid]
+        return self._with_assumed(pods)
+
+    def _with_assumed(self, pods: list[dict]) -> list[dict]:
+        """`pods`, those we bound (`book.assumed`) shown on their node."""
+        assumed = self.book.assumed
+        if not assumed:
+            return pods
         out = []
         for pod in pods:
-            uid = pod["metadata"]["uid"]
-            hit = assumed.get(uid)
-            if hit is not None:
-                if pod["spec"].get("nodeName") or mono - hit[1] > 60.0:
-                    del assumed[uid]
-                else:
-                    pod = {**pod, "spec": {**pod["spec"], "nodeName": hit[0]}}
+            hit = assumed.get(pod["metadata"]["uid"])
+            if hit is not None and not pod["spec"].get("nodeName"):
+                pod = {**pod, "spec": {**pod["spec"], "nodeName": hit[0]}}
             out.append(pod)
-        live = {p["metadata"]["uid"] for p in pods}
-        for uid in [u for u in assumed if u not in live]:
-            del assumed[uid]
         return out
+
+    def _uncertain_holds(self, pods: list[dict]) -> np.ndarray:
+        """What binds of unknown outcome hold: each pod's requests on the node it was sent to,
+        until the cache shows it bound or gone or the API server says it is unbound (issue
+        #14, item 2: its GPUs were handed out again while it was in fact bound)."""
+        book, view = self.book, self.book.view
+        held = np.zeros_like(view.capacity)
+        if not book.uncertain:
+            return held
+        cached = {p["metadata"]["uid"]: p for p in pods}
+        for uid, (pod, node) in list(book.uncertain.items()):
+            now = cached.get(uid)
+            if now is None or uid in book.deleting or now["spec"].get("nodeName"):
+                del book.uncertain[uid]  # gone, or counted from the cache from now on
+                continue
+            answered, on = self.actuator.binder.read_node(pod)
+            if answered and not on:
+                del book.uncertain[uid]  # the API server says: not bound
+                continue
+            if node in view.node_index:
+                held[view.node_index[node]] += self.cache.demand(pod).as_array()
+        return held
 
     def _desired(self, group: PodGroup, batch_jobs: dict, owners: dict[str, str]) -> dict[str, int]:
         ann = group.annotations()
@@ -282,6 +324,7 @@ class Reconciler:
         st = job.status
         job.missing_since = None
         if st.state.finished:
+            self._reap(job, group, mono)
             return
         dt = now - job.last_sync
         if st.state is JobState.RUNNING and dt > 0:
@@ -302,21 +345,13 @@ class Reconciler:
             if extra:
                 self.actuator.delete_pods(job, extra, recreate=False)
             self._complete(job, now)
+            self.book.lingering[job.key] = mono  # its other pods should end soon (`_reap`)
             return
         if group.failed and not group.live and self._gave_up(job, batch_jobs):
             self.book.finish(job, now, JobState.REJECTED,
                              f"failed: {group.failed} pod(s) failed and none will be re-created")
             return
-        view = self.book.view
-        down = [p["spec"]["nodeName"] for p in job.bound_pods
-                if p["spec"]["nodeName"] in view.node_index
-                and not view.ready[view.node_index[p["spec"]["nodeName"]]]]
-        if down:
-            node = down[0]
-            self.book.node_failures.append((now, node, job.name))
-            self.actuator.restart(job, f"waiting: node {node} failed; resumes from checkpoint at"
-                                       f" {st.progress:,.0f} iterations", "NodeFailed",
-                                  warning=True)
+        if self._on_failed_node(job, now):
             return
         st.workers, st.ps = bound_placement(job.bound_pods)
         if job.plan is not None:
@@ -329,6 +364,26 @@ class Reconciler:
                 return
         if self._follow_placement(job, report.throughput, now):
             self._record_history(st, now)
+
+    def _on_failed_node(self, job: TrackedJob, now: float) -> bool:
+        """Send the job back to waiting if a pod of it is bound to a NotReady node, or to a
+        node that was deleted (issue #14, item 5: such pods sat 'Running' without progress
+        until the garbage collector removed them, and nothing said why)."""
+        view, st = self.book.view, job.status
+        for pod in job.bound_pods:
+            node = pod["spec"]["nodeName"]
+            i = view.node_index.get(node)
+            if i is not None and not view.ready[i]:
+                what, event = "failed", "NodeFailed"
+            elif i is None and node in self.book.seen_nodes:
+                what, event = "was deleted", "NodeDeleted"
+            else:
+                continue
+            self.book.node_failures.append((now, node, job.name))
+            self.actuator.restart(job, f"waiting: node {node} {what}; resumes from checkpoint at"
+                                       f" {st.progress:,.0f} iterations", event, warning=True)
+            return True
+        return False
 
     def _follow_placement(self, job: TrackedJob, throughput: float, now: float) -> bool:
         """The job's state from its bound pods; False when a broken gang sent it back."""
@@ -360,6 +415,26 @@ class Reconciler:
                                   warning=True)
             return False
         return True
+
+    def _reap(self, job: TrackedJob, group: PodGroup, mono: float) -> None:
+        """A completed job's pods still live `linger_timeout` s after the first succeeded are
+        deleted: a gang missing members never ends by itself (issue #14, item 3: two of four
+        pods ran on at throughput 0 for 800 s after the job was reported complete)."""
+        since = self.book.lingering.get(job.key)
+        if since is None:
+            return
+        if not group.live:
+            del self.book.lingering[job.key]
+            return
+        if mono - since < self.linger_timeout:
+            return
+        del self.book.lingering[job.key]
+        why = (f"completed {self.linger_timeout:.0f} s ago, but {len(group.live)} of its pods"
+               " had not ended: deleted")
+        log.warning("job %s: %s", job.name, why)
+        for pod in group.live:
+            self.actuator.binder.event(pod, "GangEnded", why, warning=True)
+        self.actuator.delete_pods(job, group.live, recreate=False)
 
     def _record_history(self, st: JobStatus, now: float) -> None:
         if self.history_interval is not None and st.state is JobState.RUNNING and \

@@ -2,7 +2,8 @@
 
 The generated client validates and builds a model object for every call; the emulator and
 the control plane only need dicts, many times a second, so they go through the ApiClient's
-own authentication and connection pool but skip the models.
+own authentication and connection pool but skip the models. Every request's outcome goes to
+`outage.OUTAGES`, so an apiserver outage is one log line, not one per failed request.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from .outage import OUTAGES, install, no_answer, with_backoff
+
 STRATEGIC = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
 
@@ -22,6 +25,7 @@ MERGE = "application/merge-patch+json"
 class Rest:
     def __init__(self, api_client: ApiClient) -> None:
         self.api_client = api_client
+        install()
 
     def request(self, method: str, path: str, body: Any = None, *, query: dict | None = None,
                 content_type: str = "application/json", timeout: float | None = 30.0,
@@ -33,8 +37,14 @@ class Rest:
         method_, url, headers, body, post = self.api_client.param_serialize(
             method, path, query_params=params, header_params=headers, body=body,
             auth_settings=["BearerToken"])
-        resp = self.api_client.call_api(method_, url, headers, body, post,
-                                        _request_timeout=timeout)
+        try:
+            resp = self.api_client.call_api(method_, url, headers, body, post,
+                                            _request_timeout=timeout)
+        except Exception as e:
+            if no_answer(e):
+                OUTAGES.failed(_first_line(e), self.api_client.configuration.host)
+            raise
+        OUTAGES.ok()
         if stream:
             if not 200 <= resp.status <= 299:
                 resp.read()
@@ -81,6 +91,10 @@ class Rest:
             resp.release_conn()
 
 
+def _first_line(e: BaseException) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0][:200]
+
+
 def event_batches(resp) -> Iterator[list[dict]]:
     """The events of a streamed watch response, one list per chunk read (often empty), so a
     reader can check whether to stop between chunks and not only when an event comes."""
@@ -102,4 +116,6 @@ def client_from_kubeconfig(path: str | Path, pool_size: int = 32,
     config.load_kube_config(config_file=str(path), context=context,
                             client_configuration=configuration)
     configuration.connection_pool_maxsize = pool_size
+    with_backoff(configuration)
+    install()
     return ApiClient(configuration)

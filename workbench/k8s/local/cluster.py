@@ -457,18 +457,31 @@ class LocalCluster:
                 ready += 1
         return ready >= len(self.node_specs)
 
-    def restart(self, name: str, down_seconds: float = 0.0, grace: float = 3.0) -> None:
+    def restart(self, name: str, down_seconds: float = 0.0, grace: float = 3.0,
+                kill: bool = False) -> None:
         """Stop one component (SIGTERM, SIGKILL after `grace` s: an apiserver with clients
-        watching takes long to drain) and start it again with the same arguments."""
+        watching takes long to drain; `kill`: SIGKILL at once, a crash) and start it again
+        with the same arguments after `down_seconds`."""
         entry = self.state["components"].get(name)
         if entry is None:
             raise ConfigError(f"no component {name!r}; have {sorted(self.state['components'])}")
+        if kill and _alive(entry):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(entry["pid"], signal.SIGKILL)
         _stop_entries({name: entry}, self._popen, timeout=grace)
         time.sleep(down_seconds)
         self._launch(name, entry["args"])
         if name == "kube-apiserver":
             self._wait("kube-apiserver /readyz",
                        lambda: _https_ok(f"{self.server}/readyz", self._tokens["admin"]))
+
+    def delete_node(self, name: str) -> None:
+        """Delete an emulated node's Node object (a fault: its pods lose their node)."""
+        self.rest.delete(f"/api/v1/nodes/{name}")
+
+    def restore_nodes(self) -> None:
+        """Register again every emulated node that was deleted (the emulator keeps it Ready)."""
+        self._register_nodes()
 
     def stop(self, remove: bool | None = None) -> None:
         """Stop every process this cluster started; remove a temporary directory."""

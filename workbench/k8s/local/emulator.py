@@ -40,6 +40,7 @@ from ..cache import (
     role_of,
     spec_from_pods,
 )
+from ..outage import OUTAGES, no_answer
 from ..quantity import cpu_quantity, mem_quantity
 from ..rest import MERGE, Rest, client_from_kubeconfig
 
@@ -246,7 +247,10 @@ class NodeEmulator:
                 fn(*args)
             except Exception as e:  # noqa: BLE001 - logged; retried on a later tick
                 status = getattr(e, "status", None)
-                if status not in (404, 409):
+                if no_answer(e):  # the apiserver is down: one line for the outage
+                    self.stats["errors"] += 1
+                    OUTAGES.failed(str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
+                elif status not in (404, 409):
                     self.stats["errors"] += 1
                     log.warning("%s %s: %s", key[1], key[0], str(e).splitlines()[0][:300])
                 self._on_error(key, status)
@@ -296,6 +300,7 @@ class NodeEmulator:
         pods = self.pods.snapshot()
         live_uids = set()
         training: dict[tuple[str, str], list[dict]] = {}
+        ended: set[tuple[str, str]] = set()  # training jobs one of whose pods succeeded
         for pod in pods:
             meta, spec, status = pod["metadata"], pod["spec"], pod.get("status", {})
             uid = meta["uid"]
@@ -308,6 +313,8 @@ class NodeEmulator:
                     self._submit((uid, "delete"), self._delete_pod, pod)
                 continue
             phase = status.get("phase", "Pending")
+            if phase == "Succeeded" and _is_training(pod):
+                ended.add((meta["namespace"], meta["labels"][labels.JOB]))
             if uid in self._finished or phase in ("Succeeded", "Failed"):
                 continue
             if uid not in self._running:
@@ -319,7 +326,7 @@ class NodeEmulator:
                 training.setdefault(job, []).append(pod)
             else:
                 self._plain_pod(pod, now)
-        self._advance_jobs(training, now)
+        self._advance_jobs(training, now, ended)
         # forget pods that are gone
         for store in (self._running,):
             for uid in [u for u in store if u not in live_uids]:
@@ -346,7 +353,12 @@ class NodeEmulator:
                      exit_code, self._running.get(uid, self.clock.now()), annotations)
 
     # -- training jobs --
-    def _advance_jobs(self, training: dict[tuple[str, str], list[dict]], now: float) -> None:
+    def _advance_jobs(self, training: dict[tuple[str, str], list[dict]], now: float,
+                      ended: set[tuple[str, str]] = frozenset()) -> None:
+        """Advance each training job at its placement's rate; end its pods when its work is
+        done, or when one of its pods has already succeeded (the work was done before, e.g.
+        by a run this emulator forgot across an apiserver restart: the rest of the gang must
+        not run on forever)."""
         for key in [k for k in self._jobs if k not in training]:
             del self._jobs[key]
         for key, pods in training.items():
@@ -359,6 +371,8 @@ class NodeEmulator:
                                 key[0], key[1], e)
                     continue
                 start = max(progress_of(p).iterations for p in pods)
+                if start >= spec.total_work - 1e-3:  # a report rounded below the end is the end
+                    start = spec.total_work
                 run = _JobRun(key, spec, min(start, spec.total_work), now)
                 self._jobs[key] = run
             else:
@@ -381,6 +395,8 @@ class NodeEmulator:
                     run.rate = iteration_rate(run.spec, workers, ps)
             else:
                 run.placement, run.rate = (), 0.0  # a gang not all placed does not train
+            if key in ended:
+                run.iterations = run.spec.total_work
             if run.iterations >= run.spec.total_work:
                 run.done, run.rate = True, 0.0
                 final = {labels.PROGRESS: self._progress_json(run)}
@@ -390,7 +406,7 @@ class NodeEmulator:
                 self._report(run, pods)
 
     def _progress_json(self, run: _JobRun) -> str:
-        return json.dumps({"iterations": round(run.iterations, 3),
+        return json.dumps({"iterations": run.iterations,  # unrounded: the end stays the end
                            "throughput": round(run.rate, 6),
                            "metric": metric_at(run.spec, run.iterations),
                            "time": round(self.clock.now(), 3)})
