@@ -14,7 +14,7 @@ import threading
 import time
 
 import pytest
-from k8s_helpers import fresh_namespace
+from k8s_helpers import auditor, fresh_namespace, no_overcommit  # noqa: F401 - fixtures
 from k8s_helpers import need_binaries as _need_binaries
 from k8s_helpers import until as _until
 

@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from k8s_helpers import auditor, no_overcommit  # noqa: F401 - fixtures: no test over-commits
 from k8s_helpers import need_binaries as _need_binaries
 from k8s_helpers import until as _until
 

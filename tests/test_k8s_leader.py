@@ -8,7 +8,7 @@ On the local control plane (`integration`): two electors on one real Lease, samp
 never both lead; a leader that dies is replaced within lease duration + retry period; one that
 releases, within about a retry period; a conflicting write is not a win. End to end, two
 `workbench schedule --leader-elect` processes share emulated nodes; the leader is killed
-(SIGKILL) mid-run; an independent watch of pods checks that no node ever holds more GPUs than
+(SIGKILL) mid-run; the independent `Auditor` checks that no node ever holds more GPUs than
 it has, and every job completes exactly once.
 """
 
@@ -21,7 +21,7 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from k8s_helpers import until
+from k8s_helpers import auditor, no_overcommit, until  # noqa: F401 - fixtures
 
 from workbench.k8s.leader import LeaderElector, LeadingOnly, LeaseRecord, NotLeading
 
@@ -534,56 +534,6 @@ def test_a_conflicting_write_on_the_real_lease_is_not_won(cluster, namespace):
 # ---- end to end: two `workbench schedule --leader-elect`, the leader killed ---------------------
 
 
-class GpuWatch:
-    """An independent watch of a namespace's pods: the most GPUs bound to each node at any
-    moment (pods count from their bind until they end or are gone), and the binds seen."""
-
-    def __init__(self, rest, namespace: str) -> None:
-        self.rest, self.namespace = rest, namespace
-        self.pods: dict[str, tuple[str, int]] = {}  # uid -> (node, GPUs) while holding them
-        self.most: dict[str, int] = {}
-        self.binds = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _gpus(self, pod: dict) -> int:
-        from workbench.k8s import labels
-
-        return sum(int(c.get("resources", {}).get("requests", {}).get(labels.GPU_RESOURCE, 0))
-                   for c in pod["spec"]["containers"])
-
-    def _see(self, kind: str, pod: dict) -> None:
-        uid, node = pod["metadata"]["uid"], pod["spec"].get("nodeName")
-        ended = kind == "DELETED" or pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
-        if ended or not node:
-            self.pods.pop(uid, None)
-            return
-        if uid not in self.pods:
-            self.binds += 1
-        self.pods[uid] = (node, self._gpus(pod))
-        held: dict[str, int] = {}
-        for n, g in self.pods.values():
-            held[n] = held.get(n, 0) + g
-        for n, g in held.items():
-            self.most[n] = max(self.most.get(n, 0), g)
-
-    def _run(self) -> None:
-        path = f"/api/v1/namespaces/{self.namespace}/pods"
-        listed = self.rest.get(path)
-        for pod in listed["items"]:
-            self._see("ADDED", pod)
-        version = listed["metadata"]["resourceVersion"]
-        while not self.stop.is_set():
-            for event in self.rest.watch(path, version, timeout_seconds=30):
-                if event["type"] == "ERROR":
-                    raise AssertionError(f"the GPU watch failed: {event}")
-                version = event["object"]["metadata"]["resourceVersion"]
-                if event["type"] != "BOOKMARK":
-                    self._see(event["type"], event["object"])
-                if self.stop.is_set():
-                    return
-
-
 def _schedule_process(cluster, namespace: str, port: int, log_path):
     import subprocess
     import sys
@@ -634,7 +584,8 @@ def _training_jobs(t0: float, n: int) -> list:
 
 @pytest.mark.integration
 def test_killing_the_leading_scheduler_loses_no_job_and_never_overcommits(cluster, namespace,
-                                                                        tmp_path):
+                                                                        tmp_path,
+                                                                        auditor):  # noqa: F811
     import signal
 
     from workbench.k8s import labels
@@ -645,8 +596,6 @@ def test_killing_the_leading_scheduler_loses_no_job_and_never_overcommits(cluste
     for spec in specs:
         for manifest in training_jobs(spec, namespace):
             rest.post(f"/apis/batch/v1/namespaces/{namespace}/jobs", manifest)
-    watch = GpuWatch(rest, namespace)
-    watch.thread.start()
     ports = [_free_port(), _free_port()]
     procs = [_schedule_process(cluster, namespace, p, tmp_path / f"sched-{i}.log")
              for i, p in enumerate(ports)]
@@ -659,14 +608,15 @@ def test_killing_the_leading_scheduler_loses_no_job_and_never_overcommits(cluste
         leader = until("one leader and one standby", one_leader, timeout=60, every=0.1)[0]
         standby = 1 - leader
         # kill it mid-run: some pods bound, some jobs still waiting for GPUs
-        until("the leader's first binds", lambda: watch.binds >= 4, timeout=60, every=0.05)
+        until("the leader's first binds", lambda: auditor.binds_in(namespace) >= 4, timeout=60,
+              every=0.05)
         pending = [p for p in rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
                    if not p["spec"].get("nodeName")]
         assert pending, "every job was placed before the kill: nothing left for the standby"
         procs[leader].send_signal(signal.SIGKILL)
         killed = time.monotonic()
         procs[leader].wait(10)
-        binds_at_kill = watch.binds
+        binds_at_kill = auditor.binds_in(namespace)
         until("the standby to lead", lambda: _health(ports[standby]).startswith("ok: leader"),
               timeout=LEASE + RETRY * 1.2 + 20, every=0.05)
         took_over = time.monotonic() - killed
@@ -682,14 +632,14 @@ def test_killing_the_leading_scheduler_loses_no_job_and_never_overcommits(cluste
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
         outs = [p.communicate(timeout=30)[0] for p in procs]
-        watch.stop.set()
     logs = {i: (tmp_path / f"sched-{i}.log").read_text() for i in range(2)}
     assert procs[standby].returncode == 0, logs[standby][-3000:]
     assert "lost the lease" not in logs[standby], logs[standby][-3000:]
-    assert watch.binds > binds_at_kill, "the new leader bound nothing"
+    assert auditor.binds_in(namespace) > binds_at_kill, "the new leader bound nothing"
     assert took_over <= LEASE + RETRY * 1.2 + 10
     capacity = {n.name: n.gpus for n in cluster.node_specs}
-    assert watch.most and all(most <= capacity[n] for n, most in watch.most.items()), watch.most
+    most = auditor.most_gpus()  # (and the `no_overcommit` fixture checks every resource)
+    assert most and all(g <= capacity[n] for n, g in most.items()), most
     # every job ran to completion exactly once: its workers succeeded, none failed
     pods = rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
     succeeded: dict[str, int] = {}

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from k8s_helpers import fresh_namespace, until
+from k8s_helpers import auditor, fresh_namespace, no_overcommit, until  # noqa: F401 - fixtures
 from k8s_helpers import need_binaries as _need_binaries
 
 from workbench.k8s.local.cluster import LocalCluster
