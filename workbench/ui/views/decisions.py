@@ -1,29 +1,35 @@
 """The decision log: every action the engines took, newest first, with its reason — the
-record of what the scheduler did and why, across policy switches."""
+record of what the scheduler did and why, across policy switches. New decisions come in at
+the top; the rows below keep their order, and the user may sort by any column. The whole
+log downloads as CSV (oldest first, see `ui.export`)."""
 
 from __future__ import annotations
 
 import panel as pn
-from bokeh.models.widgets.tables import NumberFormatter
 
+from .. import export
 from ..state import WorkbenchState
 from ._base import View
+from ._tables import csv_download, table
 
 
 class DecisionsView(View):
     def __init__(self, state: WorkbenchState, rows: int = 300) -> None:
         super().__init__(state)
         self.rows = rows
-        self.show_waits = pn.widgets.Checkbox(label="include waits", value=False)
+        self.show_waits = pn.widgets.Checkbox(label="include waits", value=False, align="center")
         self.show_waits.param.watch(lambda e: self.update(), "value")
-        self.table = pn.widgets.Tabulator(
-            state.decisions_frame(rows, include_waits=False), show_index=False, disabled=True,
-            pagination="remote", page_size=20, sizing_mode="stretch_width",
-            layout="fit_data_stretch", titles={"time_h": "time (h)", "at": "at (UTC)"},
-            formatters={"time_h": NumberFormatter(format="0.00")}, widths={"reason": 420})
+        self.table = table(
+            state.decisions_frame(rows, include_waits=False), name="decisions-table",
+            pagination="remote", page_size=20, titles={"time_h": "time (h)", "at": "at (UTC)"},
+            hours=("time_h",), wrap=("reason", "detail"))
+        self.download = csv_download(
+            "Download log (CSV)", "workbench-decisions.csv",
+            lambda: export.decisions(state, include_waits=self.show_waits.value))
         self.panel = pn.Column(
             pn.Row(pn.pane.Markdown("Every decision, newest first; `policy` is the engine that"
-                                    " took it.", margin=(0, 10)), self.show_waits),
+                                    " took it.", margin=(0, 10), align="center"),
+                   self.show_waits, self.download),
             self.table, sizing_mode="stretch_width", name="Decisions")
         self._count: tuple = ()
         self.sync()

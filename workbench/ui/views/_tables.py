@@ -1,0 +1,122 @@
+"""What every table of the console shares, so they read alike and survive a refresh:
+
+- counts print as integers ("4", never "4.0"), hours with two decimals, shares as percents;
+- long text (reasons, placements, details) wraps inside its cell instead of being cut, and
+  the columns fit the width of the tab (no column pushed off the right edge);
+- rows keep their order between refreshes (the caller gives a stable order) and the user
+  may sort by any column (header click; the sort survives refreshes);
+- a selection follows its row's key (a job), not its position: `KeyedSelection`.
+
+Tabulator picks a column's formatter from the first value it is shown, so a count column
+first shown empty (float) would print "4.0" forever: the formatters here are explicit.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+import panel as pn
+from bokeh.models.widgets.tables import NumberFormatter
+
+COUNT = NumberFormatter(format="0,0", text_align="right")
+HOURS = NumberFormatter(format="0.00", text_align="right")
+SHARE = NumberFormatter(format="0%", text_align="right")
+WRAP = {"type": "textarea"}  # Tabulator's multi-line formatter: the row grows to fit the text
+# Header titles wrap rather than being cut when a column is narrow.
+COLUMN_DEFAULTS = {"headerWordWrap": True, "minWidth": 48}
+# Columns share the tab's width in proportion to `widthGrow` (text that wraps gets more),
+# never narrower than `minWidth`; any column not named here gets a share of 1.
+COLUMNS = {
+    "job": {"minWidth": 110, "widthGrow": 1.6}, "policy": {"minWidth": 80, "widthGrow": 1.2},
+    "app": {"minWidth": 70}, "state": {"minWidth": 75}, "action": {"minWidth": 70},
+    "progress": {"minWidth": 70}, "band": {"minWidth": 85, "widthGrow": 1.3},
+    "placement": {"minWidth": 120, "widthGrow": 2.2},
+    "last_action": {"minWidth": 110, "widthGrow": 1.4}, "workers": {"minWidth": 68},
+    "arrival_h": {"minWidth": 64}, "deadline_h": {"minWidth": 76}, "p_meet": {"minWidth": 66},
+    "time_h": {"minWidth": 64}, "applied": {"minWidth": 66},
+    "reason": {"minWidth": 180, "widthGrow": 4}, "detail": {"minWidth": 140, "widthGrow": 3},
+    "note": {"minWidth": 120, "widthGrow": 2.5},
+}
+
+def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[str] = (),
+          shares: Iterable[str] = (), wrap: Iterable[str] = (),
+          formatters: Mapping[str, Any] | None = None, name: str | None = None,
+          **params: Any) -> pn.widgets.Tabulator:
+    """A read-only table with the console's formats: `counts` as integers, `hours` with two
+    decimals, `shares` as percents, `wrap` text wrapped in its cell. `params` go to
+    Tabulator (titles, widths, pagination, ...)."""
+    fmt: dict[str, Any] = {c: COUNT for c in counts} | {c: HOURS for c in hours}
+    fmt |= {c: SHARE for c in shares} | {c: WRAP for c in wrap} | dict(formatters or {})
+    columns = [{"field": field, **spec} for field, spec in COLUMNS.items()]
+    options: dict[str, Any] = {"show_index": False, "disabled": True,
+                               "sizing_mode": "stretch_width", "layout": "fit_columns",
+                               "configuration": {"columnDefaults": COLUMN_DEFAULTS,
+                                                 "columns": columns}}
+    if name:
+        options["css_classes"] = [name]  # a handle for tests and style sheets
+    return pn.widgets.Tabulator(value, formatters=fmt, **(options | params))
+
+
+class KeyedSelection:
+    """Keeps a Tabulator's single selection on a key (column `key`) across refreshes, however
+    the rows move: Panel's selection is a row position, and with remote pagination a new
+    value even clears it. `on_select(key or None)` is called when the user (not a refresh)
+    selects or deselects a row."""
+
+    def __init__(self, widget: pn.widgets.Tabulator, key: str,
+                 on_select: Callable[[str | None], None]) -> None:
+        self.widget, self.key, self.on_select = widget, key, on_select
+        self.selected: str | None = None
+        self._refreshing = False
+        widget.param.watch(self._selection_changed, "selection")
+
+    def set_value(self, value: pd.DataFrame) -> None:
+        """Show `value`, then put the selection back on the selected key's new row."""
+        self._refreshing = True
+        try:
+            self.widget.value = value
+            self._reselect()
+        finally:
+            self._refreshing = False
+
+    def select(self, key: str | None) -> None:
+        """Select the row of `key` (None: none), as if the user had."""
+        self.selected = key
+        self._refreshing = True
+        try:
+            self._reselect()
+        finally:
+            self._refreshing = False
+        self.on_select(key)
+
+    def _reselect(self) -> None:
+        value = self.widget.value
+        rows = [] if self.selected is None else \
+            [int(i) for i in (value[self.key] == self.selected).to_numpy().nonzero()[0][:1]]
+        if self.widget.selection != rows:
+            self.widget.selection = rows
+
+    def _selection_changed(self, event) -> None:
+        if self._refreshing:
+            return
+        value = self.widget.value
+        rows = [i for i in event.new if i < len(value)]
+        key = str(value.iloc[rows[0]][self.key]) if rows else None
+        if key != self.selected:
+            self.selected = key
+            self.on_select(key)
+
+
+def csv_download(label: str, filename: str, frame: Callable[[], pd.DataFrame]
+                 ) -> pn.widgets.FileDownload:
+    """A button that downloads `frame()` (computed when clicked) as a CSV file."""
+
+    def write() -> io.BytesIO:
+        return io.BytesIO(frame().to_csv(index=False).encode())
+
+    return pn.widgets.FileDownload(callback=write, filename=filename, label=label,
+                                   button_type="light", embed=False, width=210,
+                                   align="end")
