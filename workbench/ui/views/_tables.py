@@ -30,7 +30,10 @@ COLUMN_DEFAULTS = {"headerWordWrap": True, "minWidth": 48}
 # Columns share the tab's width in proportion to `widthGrow` (text that wraps gets more),
 # never narrower than `minWidth`; any column not named here gets a share of 1.
 COLUMNS = {
-    "job": {"minWidth": 110, "widthGrow": 1.6}, "policy": {"minWidth": 80, "widthGrow": 1.2},
+    "job": {"minWidth": 110, "widthGrow": 1.6}, "policy": {"minWidth": 96, "widthGrow": 1.2},
+    "completed": {"minWidth": 84}, "rejected": {"minWidth": 72}, "unfinished": {"minWidth": 84},
+    "makespan_h": {"minWidth": 82}, "restarts": {"minWidth": 70}, "stalled": {"minWidth": 62},
+    "deadline_hit_rate": {"minWidth": 78}, "avg_queue_h": {"minWidth": 66},
     "app": {"minWidth": 70}, "state": {"minWidth": 75}, "action": {"minWidth": 70},
     "progress": {"minWidth": 70}, "band": {"minWidth": 85, "widthGrow": 1.3},
     "placement": {"minWidth": 120, "widthGrow": 2.2},

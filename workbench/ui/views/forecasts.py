@@ -1,5 +1,6 @@
 """Forecasts: every active job's predicted finish with its band, against its deadline,
-coloured by the risk of missing it. Jobs most at risk first."""
+coloured by the risk of missing it. Jobs most at risk first; within a risk class in the order
+of their deadlines, then arrivals, so rows stay put while forecasts move."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from bokeh.plotting import figure
 
 from ..state import WorkbenchState
 from ._base import View
+from ._charts import legend_outside
 
 RISK = (("safe (P ≥ 90%)", "#2ca02c"), ("at risk (50–90%)", "#ff7f0e"),
         ("likely late (< 50%)", "#d62728"), ("no deadline", "#8c8c8c"))
@@ -42,8 +44,7 @@ class ForecastView(View):
         fig.add_tools(HoverTool(renderers=[bar], tooltips=[
             ("job", "@job (@state)"), ("finish", "@finish{0.00} h (@low{0.00}–@high{0.00})"),
             ("deadline", "@deadline{0.00} h"), ("P(meet)", "@p{0%}"), ("source", "@source")]))
-        fig.legend.location = "bottom_right"
-        fig.legend.label_text_font_size = "9pt"
+        legend_outside(fig)
         fig.ygrid.grid_line_color = None
         self.figure = fig
         self.note = pn.pane.Markdown("", margin=(0, 10))
@@ -59,9 +60,13 @@ class ForecastView(View):
         p = df["p_meet"].to_numpy(dtype=float).copy()
         no_p = np.isnan(p)
         p[no_p] = np.where(finish[no_p] <= deadline[no_p], 1.0, 0.0)
-        # rank 0 likely late, 1 at risk, 2 safe, 3 no deadline: most at risk first.
+        # rank 0 likely late, 1 at risk, 2 safe, 3 no deadline: most at risk first; within a
+        # rank by deadline, then arrival (both fixed): a row moves only when its risk does,
+        # not whenever two predicted finishes cross.
         rank = np.where(np.isnan(deadline), 3, np.where(p >= 0.9, 2, np.where(p >= 0.5, 1, 0)))
-        order = np.lexsort((finish, rank))
+        arrival = df["arrival_h"].to_numpy(dtype=float)
+        order = np.lexsort((df["job"].to_numpy(), arrival, np.nan_to_num(deadline, nan=np.inf),
+                            rank))
         self.total = len(order)
         take = order[: self.max_jobs]
         labels = [RISK[k][0] for k in (2, 1, 0, 3)]

@@ -1,6 +1,10 @@
 """The timeline: utilisation and GPU fragmentation, queue length, completions and deadline
 hits over time, with a marker wherever the policy was switched. New samples are streamed,
-never resent."""
+never resent.
+
+Every series is drawn as steps (a value holds until the next sample): samples come at
+scheduling events, sparse in quiet hours, and a straight line between two of them would draw
+a gradual change that never happened. Legends sit beside the plots, not over the data."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from bokeh.plotting import figure
 from ..data import TIMELINE_COLUMNS
 from ..state import WorkbenchState
 from ._base import View
+from ._charts import legend_outside
 
 SWITCH_COLOUR = "#9467bd"
 
@@ -25,33 +30,32 @@ class TimelineView(View):
         common = {"height": height, "sizing_mode": "stretch_width",
                   "tools": "xpan,xwheel_zoom,reset", "toolbar_location": "above"}
         util = figure(title="utilisation and fragmentation", y_range=(0, 1.08), **common)
-        util.line("time_h", "gpu_util", source=self.source, color="#1f77b4", legend_label="GPU",
-                  line_width=2)
-        util.line("time_h", "cpu_util", source=self.source, color="#4c78a8", legend_label="CPU",
-                  line_dash="dotted")
+        step = {"source": self.source, "mode": "after"}
+        util.step("time_h", "gpu_util", color="#1f77b4", legend_label="GPU", line_width=2, **step)
+        util.step("time_h", "cpu_util", color="#4c78a8", legend_label="CPU", line_dash="dotted",
+                  **step)
         # Share of the free GPUs the workload's tasks cannot use (FGD's fragmentation rate).
-        util.line("time_h", "gpu_frag", source=self.source, color="#ff7f0e", line_dash="dashed",
-                  legend_label="free GPUs fragmented", name="gpu_frag_line")
+        util.step("time_h", "gpu_frag", color="#ff7f0e", line_dash="dashed",
+                  legend_label="free GPUs fragmented", name="gpu_frag_line", **step)
         queue = figure(title="jobs", x_range=util.x_range, **common)
-        queue.step("time_h", "queued", source=self.source, color="#d62728", legend_label="queued",
-                   mode="after", line_width=2)
-        queue.step("time_h", "running", source=self.source, color="#2ca02c",
-                   legend_label="running", mode="after")
+        queue.step("time_h", "queued", color="#d62728", legend_label="queued", line_width=2,
+                   **step)
+        queue.step("time_h", "running", color="#2ca02c", legend_label="running", **step)
         done = figure(title="completions and deadlines", x_range=util.x_range,
                       x_axis_label=state.time_label, **common)
-        done.line("time_h", "completed", source=self.source, color="#17becf",
-                  legend_label="completed", line_width=2)
-        done.line("time_h", "deadline_hits", source=self.source, color="#2ca02c",
-                  legend_label="deadlines met")
-        done.line("time_h", "deadline_misses", source=self.source, color="#d62728",
-                  legend_label="deadlines missed")
+        done.step("time_h", "completed", color="#17becf", legend_label="completed",
+                  line_width=2, **step)
+        done.step("time_h", "deadline_hits", color="#2ca02c", legend_label="deadlines met",
+                  **step)
+        done.step("time_h", "deadline_misses", color="#d62728", legend_label="deadlines missed",
+                  **step)
         for fig in (util, queue, done):
             marks = fig.vspan(x="time_h", source=self.switches, line_color=SWITCH_COLOUR,
                               line_width=2, line_dash="dashed")
             fig.add_tools(HoverTool(renderers=[marks], tooltips=[("switch", "@label")]))
-            fig.legend.location = "top_left"
+            legend_outside(fig)
             fig.legend.label_text_font_size = "8pt"
-            fig.legend.background_fill_alpha = 0.6
+            fig.legend.label_width = 110  # the same on every plot, so their x axes line up
             fig.title.text_font_size = "10pt"
         util.text(x="time_h", y="y", text="label", source=self.switches, text_font_size="8pt",
                   text_color=SWITCH_COLOUR, x_offset=3, text_baseline="top")

@@ -1,0 +1,70 @@
+"""What the charts share: a colour per engine that no other engine has (and the same in every
+chart and every run), legends beside the plot rather than over the data, and the what-if's
+completion-time CDF over all jobs, labelled with how many each engine completed and rejected.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from bokeh.plotting import figure
+
+from ...policies import available
+from ...whatif import WhatIfResult
+
+# Fourteen colours told apart on white (a subset of Trubetskoy's 20 distinct colours, with
+# black): more than there are engines; past them colours repeat dashed.
+ENGINE_PALETTE = ("#4363d8", "#e6194b", "#3cb44b", "#f58231", "#911eb4", "#42d4f4", "#f032e6",
+                  "#469990", "#9a6324", "#800000", "#808000", "#000075", "#a9a9a9", "#000000")
+
+
+def engine_style(name: str) -> tuple[str, str]:
+    """(colour, dash) of engine `name`, by its place among the registered engines (a plugin
+    variant such as fifo+fgd after them), so an engine keeps its colour whichever are shown."""
+    engines = available()
+    base = name.split("+")[0]
+    k = engines.index(name) if name in engines else \
+        len(engines) + (engines.index(base) if base in engines else 0) + (name != base)
+    return ENGINE_PALETTE[k % len(ENGINE_PALETTE)], \
+        ("solid" if k < len(ENGINE_PALETTE) else "dashed")
+
+
+def legend_outside(fig: figure, place: str = "right") -> None:
+    """Move `fig`'s legend beside the plot (a legend inside hides the lines under it)."""
+    for legend in list(fig.legend):
+        fig.center = [r for r in fig.center if r is not legend]
+        legend.location = "top_left"
+        legend.label_text_font_size = "9pt"
+        legend.spacing = 1
+        fig.add_layout(legend, place)
+
+
+def outcome_label(name: str, completed: int, rejected: int, total: int) -> str:
+    """An engine's legend entry: its name with the counts its averages rest on."""
+    rejected_text = f", {rejected} rejected" if rejected else ""
+    return f"{name}: {completed}/{total} done{rejected_text}"
+
+
+def jct_cdf(result: WhatIfResult) -> dict[str, list]:
+    """The what-if CDF source: per engine, the completion times (h) of its completed jobs
+    against the share of ALL its jobs done by then. A curve that ends below 1 left jobs
+    rejected or unfinished, so a short average over few jobs does not look like a win."""
+    counts = result.table.set_index("policy")
+    data: dict[str, list] = {"xs": [], "ys": [], "policy": [], "label": [], "colour": [],
+                             "dash": []}
+    for name, jct in result.jct_h.items():
+        jct = np.sort(jct[jct > 0])
+        row = counts.loc[name] if name in counts.index else None
+        done = len(jct) if row is None else int(row["completed"])
+        rejected = 0 if row is None else int(row["rejected"])
+        total = done if row is None else int(row["completed"] + row["rejected"]
+                                             + row["unfinished"])
+        if not len(jct) or not total:
+            continue
+        colour, dash = engine_style(name)
+        data["xs"].append(jct)
+        data["ys"].append(np.arange(1, len(jct) + 1) / total)
+        data["policy"].append(name)
+        data["label"].append(outcome_label(name, done, rejected, total))
+        data["colour"].append(colour)
+        data["dash"].append(dash)
+    return data
