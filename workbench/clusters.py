@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 from .errors import ConfigError
 from .model import Node
+
+MAX_NODES = 100_000  # a bound on what a typo can allocate
 
 # name -> (nodes, GPUs per node, CPUs, memory GiB, GPU model, nodes per rack, why)
 PRESETS: dict[str, tuple[int, int, int, int, str, int, str]] = {
@@ -18,8 +22,8 @@ PRESETS: dict[str, tuple[int, int, int, int, str, int, str]] = {
 
 def make_cluster(nodes: int, gpus_per_node: int = 4, cpus: float = 48, mem: float = 192,
                  gpu_model: str = "T4", nodes_per_rack: int = 4, prefix: str = "node") -> list[Node]:
-    if nodes < 1:
-        raise ConfigError(f"--nodes: expected a positive integer, got {nodes}")
+    if not 1 <= nodes <= MAX_NODES:
+        raise ConfigError(f"--nodes: expected 1 to {MAX_NODES:,} nodes, got {nodes}")
     if gpus_per_node < 0:
         raise ConfigError(f"--gpus-per-node: expected >= 0, got {gpus_per_node}")
     width = max(2, len(str(nodes - 1)))
@@ -37,19 +41,28 @@ def preset(name: str) -> list[Node]:
 def parse_cluster(spec: str | None, nodes: int | None = None, gpus_per_node: int | None = None
                   ) -> list[Node]:
     """`--cluster NAME`, `--cluster NxG` (e.g. 16x4) or `--cluster openb:N` (N nodes of the
-    openb GPU node list), optionally overridden by --nodes/--gpus."""
+    openb GPU node list), optionally overridden by --nodes/--gpus-per-node. A cluster without
+    a node or without a GPU is refused: every workload here is of GPU jobs."""
     spec = spec or "default"
+    if nodes is not None and nodes < 1:
+        raise ConfigError(f"--nodes: expected a positive integer, got {nodes}")
+    if gpus_per_node is not None and gpus_per_node < 1:
+        raise ConfigError(f"--gpus-per-node: expected a positive integer, got {gpus_per_node}")
     if spec.partition(":")[0] == "openb":
         return openb_nodes(spec.partition(":")[2] or nodes)
-    if "x" in spec and spec.replace("x", "").isdigit():
-        n_s, g_s = spec.split("x", 1)
-        n, g, c, m, model, per_rack = int(n_s), int(g_s), 12 * int(g_s) or 16, 48 * int(g_s) or 64, "T4", 4
+    if (size := re.fullmatch(r"(\d+)x(\d+)", spec)) is not None:
+        n, g = int(size[1]), int(size[2])
+        c, m, model, per_rack = 12 * g, 48 * g, "T4", 4
+        if n < 1 or g < 1:
+            raise ConfigError(f"--cluster {spec}: expected NxG with at least 1 node and 1 GPU"
+                              " per node, like 16x4")
     else:
         if spec not in PRESETS:
             raise ConfigError(f"--cluster: expected a preset ({', '.join(PRESETS)}) or NxG like 16x4,"
                               f" got {spec!r}")
         n, g, c, m, model, per_rack, _ = PRESETS[spec]
-    return make_cluster(nodes or n, g if gpus_per_node is None else gpus_per_node, c, m, model, per_rack)
+    return make_cluster(n if nodes is None else nodes, g if gpus_per_node is None else gpus_per_node,
+                        c, m, model, per_rack)
 
 
 def openb_nodes(count: int | str | None = None) -> list[Node]:

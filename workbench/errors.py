@@ -1,4 +1,9 @@
-"""User-facing errors: one line naming the file/line/field and what was expected."""
+"""User-facing errors: one line naming the file/line/field and what was expected, and the
+checks of option values that raise them."""
+
+from __future__ import annotations
+
+import math
 
 
 class WorkbenchError(Exception):
@@ -18,3 +23,16 @@ class InputError(WorkbenchError):
 
 class ConfigError(WorkbenchError):
     """A bad option or configuration value."""
+
+
+def check_number(flag: str, value: float, *, minimum: float | None = None,
+                 above: float | None = None) -> float:
+    """`value` if it is a finite number at least `minimum` (or greater than `above`), else a
+    `ConfigError` naming `flag`: NaN and infinities are never meant as an option's value."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (minimum is None or value >= minimum) and (above is None or value > above)
+    if not ok:
+        bound = f" >= {minimum:g}" if minimum is not None else f" > {above:g}" if above is not None \
+            else ""
+        raise ConfigError(f"{flag}: expected a finite number{bound}, got {value!r}")
+    return float(value)

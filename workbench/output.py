@@ -1,11 +1,26 @@
-"""Printing results: aligned tables for people, JSON for programs (`--json`)."""
+"""Printing and writing results: aligned tables for people, strict JSON for programs
+(`--json`), and output files written whole or not at all.
+
+JSON: a float that is not finite (a rate of nothing, an infinite wait) is written `null`,
+since `NaN` and `Infinity` are not JSON (JavaScript's `JSON.parse` rejects them).
+
+Files: every writer goes through `atomic_open`/`atomic_path`, which write a temporary file in
+the same directory and rename it over the target only once it is complete, so an interrupted
+run (SIGINT, a full disk, an error) leaves the previous file whole.
+"""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import sys
-from typing import Any, Iterable, Sequence
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import IO, Any
+
+from .errors import WorkbenchError
 
 
 def _fmt(value: Any) -> str:
@@ -47,8 +62,7 @@ def emit(result: dict[str, Any], *, as_json: bool, tables: dict[str, Sequence[di
     """Print `result` as JSON, or its `tables` (title -> rows) and notes as text."""
     stream = stream or sys.stdout
     if as_json:
-        json.dump(result, stream, indent=2, default=_json_default)
-        stream.write("\n")
+        stream.write(to_json(result) + "\n")
         return
     for title, rows in (tables or {}).items():
         stream.write(format_table(rows, title=title) + "\n\n")
@@ -66,3 +80,92 @@ def _json_default(o: Any) -> Any:
     if hasattr(o, "value"):
         return o.value
     return str(o)
+
+
+def strict(value: Any) -> Any:
+    """`value` with every non-finite float (NaN, ±inf) replaced by None, recursively, and
+    numpy values turned into Python ones, ready for a strict JSON encoder."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict(v) for v in value]
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    return strict(_json_default(value))
+
+
+def to_json(result: Any, indent: int | None = 2) -> str:
+    """`result` as strict JSON: NaN and infinities become null (see the module docstring)."""
+    return json.dumps(strict(result), indent=indent, allow_nan=False)
+
+
+def check_writable(path: str, flag: str) -> None:
+    """Raise a one-line error now, before any work, if `path` (given as `flag`) could not be
+    written: its directory is missing or read-only, or it is a directory."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise WorkbenchError(f"{flag} {path}: is a directory, expected a file name")
+    if not os.path.isdir(folder):
+        raise WorkbenchError(f"{flag} {path}: cannot write (no directory {folder})")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise WorkbenchError(f"{flag} {path}: cannot write (directory {folder} is read-only)")
+
+
+@contextmanager
+def atomic_path(path: str, flag: str) -> Iterator[str]:
+    """A temporary path beside `path` to write to; renamed over `path` when the block ends
+    without an exception, removed otherwise (the previous `path` is left as it was). An
+    `OSError` becomes one line naming `flag` (the option that gave the path)."""
+    check_writable(path, flag)
+    folder, name = os.path.split(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
+        os.close(fd)
+    except OSError as e:
+        raise WorkbenchError(f"{flag} {path}: cannot write ({e.strerror})") from None
+    try:
+        yield tmp
+        _keep_mode(path, tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        _remove(tmp)
+        raise WorkbenchError(f"{flag} {path}: cannot write ({e.strerror})") from None
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+@contextmanager
+def atomic_open(path: str, flag: str, mode: str = "w", **open_args: Any) -> Iterator[IO]:
+    """`open(path, mode)` through `atomic_path`: the file appears whole or not at all."""
+    if mode.startswith("w") and "b" not in mode:
+        open_args.setdefault("encoding", "utf-8")
+    with atomic_path(path, flag) as tmp, open(tmp, mode, **open_args) as f:
+        yield f
+
+
+def write_json(path: str, flag: str, result: Any) -> None:
+    """Write `result` as strict JSON to `path`, atomically."""
+    with atomic_open(path, flag) as f:
+        f.write(to_json(result) + "\n")
+
+
+def _keep_mode(path: str, tmp: str) -> None:
+    """Give the new file the old one's permissions, or the usual ones for a new file (mkstemp
+    makes it private)."""
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.chmod(tmp, mode)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
+import math
 import sys
 import time
 
 from ..clusters import PRESETS
-from ..errors import ConfigError, WorkbenchError
-from ..output import emit
+from ..errors import ConfigError, check_number
+from ..output import atomic_open, check_writable, emit, write_json
 
 SUMMARY_COLUMNS = ["policy", "jobs", "completed", "rejected", "avg_jct_h", "median_jct_h",
                    "p95_jct_h", "makespan_h", "avg_queue_h", "deadline_hit_rate",
@@ -53,7 +53,7 @@ def parse_faults(specs: list[str], nodes) -> list:
             raise ConfigError(f"--fault {spec!r}: expected NODE@SECONDS[+SECONDS], e.g. node-03@7200+1800") from None
         if node not in names:
             raise ConfigError(f"--fault {spec!r}: no node {node!r} (nodes are {min(names)} … {max(names)})")
-        if t < 0 or (d is not None and d <= 0):
+        if not 0 <= t < math.inf or (d is not None and not 0 < d < math.inf):  # NaN too
             raise ConfigError(f"--fault {spec!r}: time must be >= 0 and duration > 0")
         faults.append(Fault(t, node, d))
     return faults
@@ -74,17 +74,32 @@ def _progress_printer(enabled: bool, horizon: float | None):
     return show
 
 
+def check_workload_options(args) -> None:
+    """The options every workload command shares, checked before anything is loaded: one
+    line naming the option, exit 2 (a negative, NaN or infinite delay is never meant)."""
+    if args.restart_delay is not None:
+        check_number("--restart-delay", args.restart_delay, minimum=0.0)
+    for flag in ("csv", "out_json", "decisions"):
+        if getattr(args, flag, None):
+            check_writable(getattr(args, flag), "--" + flag.replace("_", "-"))
+
+
 def run_simulate(args) -> int:
     from ..experiment import run_policy
     from ..policies import check_engine
     from ..session import load_jobs, load_nodes
 
+    check_workload_options(args)
+    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
+    flag = "--policies" if args.command == "compare" else "--policy"
+    if not policies:
+        raise ConfigError(f"{flag}: expected engine names (see `workbench policies`),"
+                          f" got {args.policy!r}")
+    for p in policies:
+        check_engine(p, flag)
     jobs = load_jobs(args.trace, seed=args.seed, limit=args.limit)
     nodes = load_nodes(args.trace, args.cluster, args.nodes, args.gpus_per_node)
     faults = parse_faults(args.fault, nodes)
-    policies = [p.strip() for p in args.policy.split(",") if p.strip()]
-    for p in policies:
-        check_engine(p, "--policy")
     engines = [_engine(p, args.placement) for p in policies]
     show_progress = sys.stderr.isatty() and not args.json and len(jobs) > 2000
     horizon = max(j.arrival for j in jobs) if jobs else None
@@ -98,13 +113,12 @@ def run_simulate(args) -> int:
     gpus = sum(n.gpus for n in nodes)
     result = {"trace": args.trace, "jobs": len(jobs), "nodes": len(nodes), "gpus": gpus,
               "seed": args.seed, "results": rows}
+    if getattr(args, "decisions", None):  # the largest first: a SIGINT in it leaves all three
+        _write_decisions(args.decisions, results)
     if getattr(args, "csv", None):
         _write_csv(args.csv, rows)
     if getattr(args, "out_json", None):
-        with open(args.out_json, "w") as f:
-            json.dump(result, f, indent=2, default=float)
-    if getattr(args, "decisions", None):
-        _write_decisions(args.decisions, results)
+        write_json(args.out_json, "--out-json", result)
     title = f"{args.trace}: {len(jobs)} jobs on {len(nodes)} nodes / {gpus} GPUs (seed {args.seed})"
     table = [{c: r.get(c) for c in SUMMARY_COLUMNS} for r in rows]
     emit(result, as_json=args.json, tables={title: table})
@@ -122,25 +136,20 @@ def _engine(name: str, placement: str | None):
 
 
 def _write_csv(path: str, rows: list[dict]) -> None:
-    try:
-        with open(path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-    except OSError as e:
-        raise WorkbenchError(f"--csv {path}: cannot write ({e.strerror})") from None
+    with atomic_open(path, "--csv", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
 
 
 def _write_decisions(path: str, results) -> None:
-    try:
-        with open(path, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["policy", "time", "action", "job", "applied", "reason", "detail"])
-            for r in results:
-                for d in r.controller.recorder.decisions:
-                    w.writerow([r.policy, f"{d.time:.0f}", d.action, d.job, d.applied, d.reason, d.detail])
-    except OSError as e:
-        raise WorkbenchError(f"--decisions {path}: cannot write ({e.strerror})") from None
+    with atomic_open(path, "--decisions", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["policy", "time", "action", "job", "applied", "reason", "detail"])
+        for r in results:
+            for d in r.controller.recorder.decisions:
+                w.writerow([r.policy, f"{d.time:.0f}", d.action, d.job, d.applied, d.reason,
+                            d.detail])
 
 
 def register(sub) -> None:

@@ -39,6 +39,23 @@ class Jobs(list):
         self.notes = list(notes or [])
 
 
+def check_batch_sizes(table, perf, column: str = "batch_size",
+                      app_column: str = "application") -> None:
+    """Every row's batch size must lie in its application's measured range (the model
+    extrapolates beyond it without a word); the first that does not raises `InputError`."""
+    apps = np.asarray(table[app_column]).astype(str)
+    sizes = np.asarray(table[column], dtype=float)
+    low, high = np.zeros(len(sizes)), np.zeros(len(sizes))
+    for app in np.unique(apps):
+        measured = perf.measured_batch_sizes(str(app))
+        low[apps == app], high[apps == app] = min(measured), max(measured)
+    bad = (sizes < low) | (sizes > high)
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise table.fail(row, column, f"a batch size the {apps[row]} profile measured"
+                                      f" ({low[row]:,.0f} to {high[row]:,.0f})")
+
+
 def elastic_max_workers(initial: int, cap: int = MAX_WORKERS_CAP) -> int:
     """Largest worker count an elastic engine may give a job: twice its submitted size, at most
     `cap`, never below the submitted size."""

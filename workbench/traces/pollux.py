@@ -13,7 +13,14 @@ import numpy as np
 
 from ..errors import InputError
 from ..model import JobSpec
-from .common import WORKER_DEMAND, Jobs, RateCache, default_perf, elastic_max_workers
+from .common import (
+    WORKER_DEMAND,
+    Jobs,
+    RateCache,
+    check_batch_sizes,
+    default_perf,
+    elastic_max_workers,
+)
 from .validate import check_choice, check_unique, read_table
 
 POLLUX_COLUMNS = {"name": "name", "time": "nonneg_float", "application": "str",
@@ -42,6 +49,7 @@ def load_pollux_workload(path: str | os.PathLike, *, deadline_factor: float | No
     apps = list(perf.applications)
     check_choice(table, "application", apps)
     check_unique(table, "name")
+    check_batch_sizes(table, perf)
 
     order = np.argsort(table["time"], kind="stable")
     rates = RateCache(perf, gpus_per_node)

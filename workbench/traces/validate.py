@@ -31,6 +31,28 @@ EXPECTED = {
     "timestamp": "a timestamp like 2017-10-09 07:01:55",
     "name": "a non-empty name",
 }
+MAX_INT = 2**53  # integers above this lose precision as floats (and overflow int64 further up)
+MAX_LINE = 1 << 16  # bytes in one row of a trace CSV
+MAX_NAME = 253  # characters in a job name (a Kubernetes object name's limit)
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def bad_names(values: np.ndarray) -> np.ndarray:
+    """The mask of names that are empty, longer than `MAX_NAME` or hold a control character
+    (a NUL, a newline)."""
+    text = pd.Series(values, dtype=object).astype(str)
+    bad = (text == "") | (text.str.len() > MAX_NAME) | text.str.contains(CONTROL)
+    return bad.to_numpy()
+
+
+def bad_numbers(values: np.ndarray, kind: str) -> np.ndarray:
+    """The mask of values that are not finite or not of `kind` (a positive/non-negative
+    int/float); integers must also be at most `MAX_INT`."""
+    bad = ~np.isfinite(values)
+    bad |= (values <= 0) if kind.startswith("positive") else (values < 0)
+    if kind.endswith("_int"):
+        bad |= (values != np.round(values)) | (np.abs(values) > MAX_INT)
+    return bad
 
 
 @dataclass
@@ -51,13 +73,20 @@ class Table:
     def fail(self, row: int, column: str, expected: str) -> InputError:
         """The error for row index `row` (0-based in the table) of `column`."""
         cell = self.raw[column].iat[row]
-        return InputError(f"expected {expected}, got {'' if pd.isna(cell) else str(cell)!r}",
+        return InputError(f"expected {expected}, got {quoted('' if pd.isna(cell) else str(cell))}",
                           file=self.path, line=int(self.lines[row]), column=column)
 
     def check(self, bad: np.ndarray, column: str, expected: str) -> None:
         """Raise for the first row where the boolean mask `bad` is true."""
         if bad.any():
             raise self.fail(int(np.argmax(bad)), column, expected)
+
+
+def quoted(cell: str, limit: int = 60) -> str:
+    """A cell as a message quotes it: repr, and only its start if it is long."""
+    if len(cell) <= limit:
+        return repr(cell)
+    return f"{cell[:limit]!r}… ({len(cell):,} characters)"
 
 
 def leading_comment_lines(path: str) -> tuple[int, str | None]:
@@ -80,6 +109,34 @@ def leading_comment_lines(path: str) -> tuple[int, str | None]:
     return count, None
 
 
+def check_line_lengths(path: str, limit: int = MAX_LINE) -> None:
+    """Raise for the first line longer than `limit` characters, reading in chunks: a trace's
+    row is short, and a runaway cell (a 1 GB job name) must not be read into memory whole."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    line, length = 1, 0
+    try:
+        with opener(path, "rb") as f:
+            while chunk := f.read(1 << 22):
+                ends = np.flatnonzero(np.frombuffer(chunk, dtype=np.uint8) == 10)
+                spans = np.diff(ends, prepend=-1) - 1  # bytes before each newline in the chunk
+                if len(ends):
+                    spans[0] += length
+                    if (long := np.flatnonzero(spans > limit)).size:
+                        line += int(long[0])
+                        break
+                    line, length = line + len(ends), len(chunk) - 1 - int(ends[-1])
+                else:
+                    length += len(chunk)
+                if length > limit:
+                    break
+            else:
+                return
+    except (OSError, EOFError) as e:
+        raise InputError(f"cannot read: {e}", file=str(path)) from None
+    raise InputError(f"line longer than {limit:,} bytes: expected a CSV row", file=str(path),
+                     line=line)
+
+
 def read_header(path: str) -> list[str]:
     """The column names of a CSV (after any leading `#` lines); [] for an empty file."""
     _, header = leading_comment_lines(path)
@@ -96,6 +153,7 @@ def read_table(path: str | os.PathLike, kinds: dict[str, str], *,
     if not os.path.exists(path):
         raise InputError("no such file", file=path)
     skip, header = leading_comment_lines(path)
+    check_line_lengths(path)
     expected_header = ",".join(kinds)
     if header is None or not header.strip():
         raise InputError(f"empty file: expected a CSV header with columns {expected_header}",
@@ -143,6 +201,8 @@ def _read_fast(path: str, skip: int, header_names: list[str], kinds: dict[str, s
                 if column.isna().any() and kind == "name":
                     raise _Fallback
                 values = column.fillna("").astype(str).to_numpy(dtype=object)
+                if kind == "name" and bad_names(values).any():
+                    raise _Fallback
             elif kind == "timestamp":
                 values = pd.to_datetime(column, format=TIMESTAMP_FORMAT, errors="coerce")
                 if values.isna().any():
@@ -153,11 +213,7 @@ def _read_fast(path: str, skip: int, header_names: list[str], kinds: dict[str, s
                         pd.api.types.is_bool_dtype(column.dtype):
                     raise _Fallback
                 values = column.to_numpy(dtype=float)
-                bad = ~np.isfinite(values)
-                bad |= (values <= 0) if kind.startswith("positive") else (values < 0)
-                if kind.endswith("_int"):
-                    bad |= values != np.round(values)
-                if bad.any():
+                if bad_numbers(values, kind).any():
                     raise _Fallback
                 values = values.astype(np.int64) if kind.endswith("_int") else values
             table.columns[name] = values
@@ -220,7 +276,9 @@ def convert(table: Table, name: str, kind: str) -> np.ndarray:
         return text.to_numpy(dtype=object)
     if kind == "name":
         values = text.to_numpy(dtype=object)
-        table.check(text.to_numpy(dtype=object) == "", name, EXPECTED[kind])
+        table.check(values == "", name, EXPECTED[kind])
+        table.check(bad_names(values), name,
+                    f"{EXPECTED[kind]} of at most {MAX_NAME} printable characters")
         return values
     expected = EXPECTED[kind]
     if kind == "timestamp":
@@ -228,11 +286,10 @@ def convert(table: Table, name: str, kind: str) -> np.ndarray:
         table.check(stamps.isna().to_numpy(), name, expected)
         return stamps.to_numpy()
     values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
-    bad = ~np.isfinite(values)
-    if kind.endswith("_int"):
-        bad |= values != np.round(values)
-    bad |= (values <= 0) if kind.startswith("positive") else (values < 0)
-    table.check(bad, name, expected)
+    bad = bad_numbers(values, kind)
+    too_big = np.abs(values) > MAX_INT  # said only when that is what is wrong
+    table.check(bad & ~too_big, name, expected)
+    table.check(bad, name, f"{expected} up to {MAX_INT:,}")
     return values.astype(np.int64) if kind.endswith("_int") else values
 
 
@@ -248,6 +305,6 @@ def check_unique(table: Table, name: str) -> None:
     if dup.any():
         row = int(np.argmax(dup))
         first = int(np.argmax(table[name] == table[name][row]))
-        raise InputError(f"expected a unique value, got {table.raw[name].iat[row]!r} again"
+        raise InputError(f"expected a unique value, got {quoted(str(table.raw[name].iat[row]))} again"
                          f" (first on line {int(table.lines[first])})",
                          file=table.path, line=int(table.lines[row]), column=name)
