@@ -11,10 +11,20 @@ import sys
 from .errors import WorkbenchError
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (`workbench: error: ...`, exit 2), as every other
+    error of bad input; the usage stays a `--help` away."""
+
+    def error(self, message: str):
+        command = self.prog.removeprefix("workbench").strip()
+        self.exit(2, f"workbench: error: {command + ': ' if command else ''}{message}"
+                     f" (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import bench, commands
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="workbench", description="Scheduling workbench for deep-learning training jobs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in _modules(commands):

@@ -26,13 +26,14 @@ class ConfigError(WorkbenchError):
 
 
 def check_number(flag: str, value: float, *, minimum: float | None = None,
-                 above: float | None = None) -> float:
-    """`value` if it is a finite number at least `minimum` (or greater than `above`), else a
-    `ConfigError` naming `flag`: NaN and infinities are never meant as an option's value."""
+                 maximum: float | None = None) -> float:
+    """`value` if it is a finite number in [`minimum`, `maximum`] (either may be open), else
+    a `ConfigError` naming `flag`: NaN and infinities are never meant as an option's value."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    ok = ok and (minimum is None or value >= minimum) and (above is None or value > above)
+    ok = ok and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
     if not ok:
-        bound = f" >= {minimum:g}" if minimum is not None else f" > {above:g}" if above is not None \
-            else ""
+        bound = (f" from {minimum:g} to {maximum:g}" if minimum is not None and maximum is not None
+                 else f" >= {minimum:g}" if minimum is not None
+                 else f" <= {maximum:g}" if maximum is not None else "")
         raise ConfigError(f"{flag}: expected a finite number{bound}, got {value!r}")
     return float(value)

@@ -9,6 +9,13 @@ mean the same thing (and fail with the same one-line message) wherever they are 
     nodes = load_nodes("philly", cluster=None)       # a Philly trace gets the Philly cluster
     controller = simulate(nodes, jobs, "tiresias")   # controller.backend is the SimBackend
     controller.run()
+
+A workload is checked against its cluster in one place, `refusals`: a job asking for more than
+the whole cluster holds (99,999 GPUs of 64), or with one task bigger than every node, can never
+run as submitted. `simulate` gives its Controller those verdicts, and it rejects each such job
+with its reason when the job arrives, before any engine sees it: the CLI's results, the app's
+Jobs and Decisions and a notebook's `Workbench()` all show the same rejection, and no engine,
+forecast or view spends time on a job that cannot run.
 """
 
 from __future__ import annotations
@@ -16,11 +23,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .clusters import parse_cluster
-from .control import Controller
+from .control import Controller, RoundReport
 from .errors import ConfigError
 from .metrics import FragmentationMeter
-from .model import JobSpec, Node
+from .model import JobSpec, Node, Reject, Resources
 from .placement.state import workload_of_jobs
 from .policies import make_policy
 from .policies.base import Policy
@@ -61,15 +70,91 @@ def make_engine(policy: str | Policy, options: dict[str, Any] | None = None) -> 
     return make_policy(policy, **(options or {})) if isinstance(policy, str) else policy
 
 
+RESOURCES = ("CPUs", "GiB memory", "GPUs")
+SAY_FIRST = (2, 0, 1)  # a job short of GPUs is said to be, before its CPUs or memory
+
+
+def refusals(jobs: Sequence[JobSpec], nodes: Sequence[Node]) -> dict[str, str]:
+    """Job name -> why it can never run on `nodes` as submitted, for each such job: its
+    initial workers and parameter servers together need more of a resource than the whole
+    cluster has ("rejected: needs 99,999 GPUs, the cluster has 64"), or one of its tasks needs
+    more than the largest node ("... one worker needs 8 GPUs, the largest node has 4").
+    The one check of a workload against its cluster, for the CLI and the app alike."""
+    if not jobs or not nodes:
+        return {}
+    capacity = np.array([[n.cpus, n.mem, n.gpus] for n in nodes], dtype=float)
+    have, largest = capacity.sum(axis=0), capacity.max(axis=0)
+    # A trace has few distinct shapes (82,247 Philly jobs, a few dozen): judge each once.
+    shapes: dict[tuple, str | None] = {}
+    verdicts: dict[str, str] = {}
+    for job in jobs:
+        shape = (job.worker_demand, job.ps_demand, job.initial_workers, job.num_ps)
+        if shape not in shapes:
+            shapes[shape] = _shape_refusal(*shape, have, largest)
+        if (why := shapes[shape]) is not None:
+            verdicts[job.name] = why
+    return verdicts
+
+
+def _shape_refusal(worker: Resources, ps: Resources, workers: int, num_ps: int,
+                   have: np.ndarray, largest: np.ndarray) -> str | None:
+    """`refusals`' verdict for one job shape on a cluster of totals `have` whose largest node
+    has `largest` (both [CPUs, GiB, GPUs])."""
+    eps = 1e-9
+    need = worker.as_array() * workers + ps.as_array() * num_ps
+    tasks = [("worker", worker.as_array())] + ([("parameter server", ps.as_array())]
+                                               if num_ps else [])
+    for r in SAY_FIRST:
+        if need[r] > have[r] + eps:
+            return f"rejected: needs {need[r]:,g} {RESOURCES[r]}, the cluster has {have[r]:,g}"
+    for r in SAY_FIRST:
+        for task, demand in tasks:
+            if demand[r] > largest[r] + eps:
+                return (f"rejected: one {task} needs {demand[r]:,g} {RESOURCES[r]}, the largest"
+                        f" node has {largest[r]:,g}")
+    return None
+
+
+class AdmittingController(Controller):
+    """A Controller that rejects the jobs `refusals` found impossible as they arrive, with
+    their reasons (recorded as the "admission" step's decisions), before the engine's round:
+    no engine, forecast or view ever handles them."""
+
+    def __init__(self, backend, policy: Policy, refused: Sequence[tuple[JobSpec, str]],
+                 **kwargs: Any) -> None:
+        super().__init__(backend, policy, **kwargs)
+        # (arrival, name, reason), latest first: popped from the end as the clock passes them
+        self._refused = sorted(((job.arrival, job.name, why) for job, why in refused),
+                               reverse=True)
+
+    @property
+    def refused(self) -> list[str]:
+        """The jobs still to be rejected when they arrive."""
+        return [name for _, name, _ in self._refused]
+
+    def round(self) -> RoundReport:
+        now = self.backend.now
+        arrived = []
+        while self._refused and self._refused[-1][0] <= now:
+            arrived.append(self._refused.pop())
+        if arrived:
+            outcomes = self.backend.apply([Reject(name, why) for _, name, why in arrived])
+            self.recorder.record_round(now, "admission", outcomes)
+        return super().round()
+
+
 def simulate(nodes: Sequence[Node], jobs: Sequence[JobSpec], policy: str | Policy, *,
              policy_options: dict[str, Any] | None = None, timeline_every: float = 0.0,
              fragmentation: bool = True, **sim_options: Any) -> Controller:
     """A Controller scheduling `jobs` on a simulator of `nodes` under `policy` (an engine
-    name, made with `policy_options`, or an engine). Its recorder samples the timeline every
-    `timeline_every` seconds (0: every round) and, with `fragmentation`, measures fragmented
-    GPUs against the jobs' task sizes. `sim_options` go to `SimBackend`."""
-    controller = Controller(SimBackend(nodes, jobs, **sim_options),
-                            make_engine(policy, policy_options))
+    name, made with `policy_options`, or an engine). Jobs that can never run (`refusals`) are
+    rejected as they arrive. Its recorder samples the timeline every `timeline_every` seconds
+    (0: every round) and, with `fragmentation`, measures fragmented GPUs against the jobs'
+    task sizes. `sim_options` go to `SimBackend`."""
+    verdicts = refusals(jobs, nodes)
+    controller = AdmittingController(SimBackend(nodes, jobs, **sim_options),
+                                     make_engine(policy, policy_options),
+                                     [(j, verdicts[j.name]) for j in jobs if j.name in verdicts])
     controller.recorder.timeline_every = timeline_every
     if fragmentation and jobs:
         controller.recorder.fragmentation = FragmentationMeter(workload_of_jobs(jobs))

@@ -22,7 +22,7 @@ import socket
 import sys
 
 from ..clusters import PRESETS
-from ..errors import ConfigError
+from ..errors import ConfigError, check_number
 
 LOOPBACK_NAMES = {"localhost", "localhost.localdomain", "ip6-localhost"}
 
@@ -58,8 +58,13 @@ def run_serve(args) -> int:
     from ..session import cluster_for, load_jobs, load_nodes
     from ..ui.app import TITLE, Workbench
     from ..ui.state import WorkbenchState
+    from .simulate import check_workload_options
 
+    # Every option is checked here, before serving: an error later would reach each browser.
     check_engine(args.policy, "--policy")  # fifo+fgd: an engine and its plugin
+    check_workload_options(args)
+    low, high = WorkbenchState.param.speed.bounds
+    check_number("--speed", args.speed, minimum=low, maximum=high)
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port: expected 1-65535, got {args.port}")
     real = args.kubeconfig is not None or args.kubernetes

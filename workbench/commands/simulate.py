@@ -75,9 +75,15 @@ def _progress_printer(enabled: bool, horizon: float | None):
 
 
 def check_workload_options(args) -> None:
-    """The options every workload command shares, checked before anything is loaded: one
-    line naming the option, exit 2 (a negative, NaN or infinite delay is never meant)."""
-    if args.restart_delay is not None:
+    """The options the workload commands (simulate, compare, serve) share, checked before
+    anything is loaded or served: one line naming the option, exit 2. A negative, NaN or
+    infinite delay or speed is never meant, and an output file must be writable before a
+    long run, not after it."""
+    if args.seed < 0:
+        raise ConfigError(f"--seed: expected a non-negative integer, got {args.seed}")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit: expected a positive integer, got {args.limit}")
+    if getattr(args, "restart_delay", None) is not None:
         check_number("--restart-delay", args.restart_delay, minimum=0.0)
     for flag in ("csv", "out_json", "decisions"):
         if getattr(args, flag, None):

@@ -12,7 +12,7 @@ import pandas as pd
 import panel as pn
 
 from ...clusters import PRESETS
-from ...errors import ConfigError
+from ...errors import ConfigError, WorkbenchError
 from ...placement.plugins import PLACEMENT_PLUGINS
 from ...policies import available
 from ...policies.base import placement_engines
@@ -176,8 +176,9 @@ class ControlsView(View):
             if not self.may_change:
                 raise PermissionError("read-only session: changing this cluster needs the token")
             action(*args)
-        except (PermissionError, KeyError, ValueError, TypeError, ConfigError) as e:
-            self.message.object = f"**Not done:** {e}"
+        except (PermissionError, KeyError, ValueError, TypeError, WorkbenchError) as e:
+            # a bad trace, cluster or engine: one line here, and the store stays as it was
+            self.message.object = f"**Not done:** {one_line(e)}"
         self.after_action()
 
     def _speed(self, event) -> None:
