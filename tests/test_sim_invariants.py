@@ -15,7 +15,7 @@ from workbench.clusters import make_cluster
 from workbench.control import Controller
 from workbench.model import JobState, Place, Suspend
 from workbench.policies import available, make_policy
-from workbench.policies.common import reject_impossible
+from workbench.policies.common import place_in_order, reject_impossible
 from workbench.sim import Fault, SimBackend
 from workbench.traces import synthetic_workload
 
@@ -89,15 +89,23 @@ def test_same_seed_same_numbers(engine):
 
 
 class NaiveTiresias(make_policy("tiresias").__class__):
-    """Reference 2D-LAS, the way the paper states it: every round, sort every placed and
-    waiting job by (queue, arrival, name), keep the GPUs full in that order, preempt the rest,
-    and wake at the next queue crossing of a job that holds GPUs. It keeps nothing between
-    rounds, to check the engine's incremental ranking against."""
+    """Reference 2D-LAS, the way the Pollux artifact runs it: every round, sort every placed
+    and waiting job by (queue, when it entered that queue: its arrival for the first, the first
+    round that saw it there for a lower one, arrival, name), keep the GPUs full in that order,
+    preempt the rest, start the chosen ones most-free node first, and wake at the next queue
+    crossing of a job that holds GPUs. It keeps nothing between rounds but when each job entered
+    its queue, to check the engine's incremental ranking against."""
 
     def schedule(self, state):
         actions, waiting = reject_impossible(state, state.waiting)
         jobs = list(state.iter_placed()) + waiting
-        jobs.sort(key=lambda j: (self.queue_of(j), j.spec.arrival, j.name))
+        entered = self.__dict__.setdefault("naive_entered", {})
+        for j in jobs:
+            q = self.queue_of(j)
+            if q and entered.get(j.name, (None,))[0] != q:
+                entered[j.name] = (q, state.now)
+        jobs.sort(key=lambda j: (self.queue_of(j), entered[j.name][1] if self.queue_of(j)
+                                 else j.spec.arrival, j.spec.arrival, j.name))
         capacity, used, chosen = float(state.capacity[state.node_up, 2].sum()), 0.0, []
         for job in jobs:
             need = job.spec.worker_demand.gpu * job.spec.initial_workers
@@ -118,7 +126,7 @@ class NaiveTiresias(make_policy("tiresias").__class__):
                 actions.append(Suspend(job.name, "preempted"))
         for job in chosen:
             if not job.state.placed:
-                placement = ledger.place_gang(job, job.spec.initial_workers)
+                placement = place_in_order(ledger, job, job.spec.initial_workers, "most-free")
                 if placement is not None:
                     ledger.take(placement[0], job.spec.worker_demand)
                     ledger.take(placement[1], job.spec.ps_demand)

@@ -1,11 +1,25 @@
-"""Steps most engines share: rejecting what can never run, ordering, waiting reasons."""
+"""Steps most engines share: rejecting what can never run, ordering, waiting reasons, and the
+node orders of gang placement (packed, or most free first as in the Pollux artifact)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
 
-from ..model import Action, ClusterState, JobState, JobStatus, Place, Reject, Scale, Wait
+import numpy as np
+
+from ..model import (
+    Action,
+    ClusterState,
+    JobState,
+    JobStatus,
+    Place,
+    Placement,
+    Reject,
+    Resources,
+    Scale,
+    Wait,
+)
 from ..placement.ledger import Ledger, describe_shortfall, never_fits
 
 MAX_WAIT_REASONS = 200  # reasons beyond this many queued jobs are summarised, for speed
@@ -108,15 +122,20 @@ def by_arrival(jobs: list[JobStatus]) -> list[JobStatus]:
 def commit_plans(ledger: Ledger, plans: list[tuple[JobStatus, int]], *, wait_label: str,
                  scale_reason: Callable[[JobStatus, int], str],
                  place_reason: Callable[[JobStatus, int], str],
-                 ps_for: Callable[[JobStatus, int], int] | None = None) -> list[Action]:
-    """Turn planned worker counts, in the given order, into Place/Scale actions on the ledger.
+                 ps_for: Callable[[JobStatus, int], int] | None = None,
+                 node_order: str = "pack") -> list[Action]:
+    """Turn planned worker counts, in the given order, into Place/Scale actions on the ledger,
+    taking nodes in `node_order` (see `place_in_order`; `ps_for` implies `pack`).
 
     A running job whose new size does not fit keeps what it has; a waiting one gets a reason.
     """
     actions: list[Action] = []
     pos = 0
     for job, w in plans:
-        placement = ledger.place_gang(job, w, None if ps_for is None else ps_for(job, w))
+        if ps_for is None:
+            placement = place_in_order(ledger, job, w, node_order)
+        else:
+            placement = ledger.place_gang(job, w, ps_for(job, w))
         if placement is None and job.state.placed:
             ledger.take(job.workers, job.spec.worker_demand)  # keep what it has
             ledger.take(job.ps, job.spec.ps_demand)
@@ -135,3 +154,49 @@ def commit_plans(ledger: Ledger, plans: list[tuple[JobStatus, int]], *, wait_lab
         else:
             actions.append(Place(job.name, place_reason(job, w), workers, ps))
     return actions
+
+
+# How an engine orders the nodes it takes a gang's GPUs from (`node_order` of tiresias/optimus).
+MOST_FREE, PACK = "most-free", "pack"
+NODE_ORDERS = (MOST_FREE, PACK)
+
+
+def most_free_first(ledger: Ledger, demand: Resources, count: int) -> Placement | None:
+    """`count` tasks taken node by node, each time from the node with room for the most tasks
+    (the lowest index on a tie), as many as fit there; None if fewer than `count` fit in all.
+    The Pollux artifact's Tiresias and Optimus place this way (osdi21-artifact
+    simulator/tiresias.py and optimus.py: `free_gpus.most_common(1)` until the job is placed)."""
+    fits = ledger.fit_counts(demand).copy()
+    if count <= 0:
+        return {}
+    if int(fits.sum()) < count:
+        return None
+    placement: Placement = {}
+    left = count
+    while left:
+        i = int(np.argmax(fits))  # the first of the largest: the lowest index on a tie
+        take = min(int(fits[i]), left)
+        placement[ledger.names[i]] = take
+        fits[i] -= take
+        left -= take
+    return placement
+
+
+def place_in_order(ledger: Ledger, job: JobStatus, workers: int, node_order: str
+                   ) -> tuple[Placement, Placement] | None:
+    """A job's gang by `node_order`: `most-free` (the artifact's rule, see `most_free_first`) or
+    `pack` (`Ledger.place_gang`: as few nodes as possible). A placement plugin, or a job with
+    parameter servers (whose PS go next to the workers), always goes through the ledger."""
+    if node_order == PACK or ledger.placer is not None or job.spec.num_ps > 0:
+        return ledger.place_gang(job, workers)
+    wp = most_free_first(ledger, job.spec.worker_demand, workers)
+    return None if wp is None else (wp, {})
+
+
+def check_node_order(node_order: str) -> str:
+    if node_order not in NODE_ORDERS:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"node_order: expected one of {', '.join(NODE_ORDERS)}, got"
+                          f" {node_order!r}")
+    return node_order

@@ -1,10 +1,18 @@
 """Tiresias (NSDI'19), discretised two-dimensional least-attained-service (2D-LAS).
 
 A job's priority is its queue, set by the GPU-seconds it has received so far (thresholds
-`queue_thresholds`), FIFO within a queue. Each round the highest-priority jobs that fit
-the cluster's GPUs run; running jobs that fall out of that set are preempted (they keep
-their checkpointed progress). Replicas and batch size stay as submitted, as in the Pollux
-artifact's Tiresias, whose default queue threshold is 3600 x 16 GPU-seconds.
+`queue_thresholds`). Each round the highest-priority jobs that fit the cluster's GPUs run,
+skipping a job that does not fit for a later one that does; running jobs that fall out of that
+set are preempted (they keep their checkpointed progress). The rules are the Pollux OSDI'21
+artifact's (petuum/adaptdl osdi21-artifact, simulator/tiresias.py), each cited where it is made:
+
+- two queues, the threshold 3600 x 16 GPU-seconds; a job moves down once and never back
+  (the artifact's starvation promotion is off: `_solve_starvation = 0`);
+- the first queue in arrival order, a lower queue in the order jobs entered it;
+- replicas and batch size as submitted; a running job keeps its GPUs (never moved);
+- a starting job takes GPUs node by node from the node with the most free
+  (`node_order="most-free"`); `node_order="pack"` is our variant: as few nodes as possible,
+  the tightest fit first, which keeps a job's replicas together.
 
 A round costs O(changes), not O(jobs): the jobs holding GPUs stay ranked between rounds
 (a running job changes queue only at its crossing time, known when it starts running), and
@@ -18,15 +26,30 @@ import bisect
 import itertools
 import math
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from ..model import Action, ClusterState, JobState, JobStatus, Place, Suspend
 from .base import Policy, register
-from .common import NewArrivalCheck, list_or_view, wait_reason
+from .common import (
+    MOST_FREE,
+    NewArrivalCheck,
+    check_node_order,
+    list_or_view,
+    place_in_order,
+    wait_reason,
+)
 
 _WAITING = (JobState.PENDING, JobState.HOLDING)
 
-# A ranked job holding GPUs: its 2D-LAS key (queue, arrival, name), itself, its GPUs.
-Ranked = tuple[int, float, str, JobStatus, float]
+class Ranked(NamedTuple):
+    """A job holding GPUs, ordered by its 2D-LAS key (queue, entered, arrival, name)."""
+
+    queue: int
+    entered: float  # when it entered its queue: its arrival for the first queue
+    arrival: float
+    name: str
+    job: JobStatus
+    gpus: float
 
 
 class _View:
@@ -42,6 +65,8 @@ class _View:
         self.started: list[JobStatus] = []  # placed by the last round
         self.left: list[JobStatus] = []  # preempted by the last round
         self.waiting0: dict[str, JobStatus] = {}  # see TiresiasPolicy._first_queue_waiting
+        self.low: list[tuple] = []  # waiting jobs of lower queues: (queue, entered, arrival, name, job)
+        self.low_names: set[str] = set()
         self.wakeup_for: ClusterState | None = None
         self.wakeup: float | None = None
 
@@ -51,16 +76,21 @@ class TiresiasPolicy(Policy):
     takes_placement = True
     quiet_restarts = True
     def __init__(self, queue_thresholds: tuple[float, ...] = (3600.0 * 16,),
-                 round_interval: float = 60.0) -> None:
+                 round_interval: float = 60.0, node_order: str = MOST_FREE) -> None:
+        # artifact tiresias.py: `_queue_threshold = 3600 * 16`; simulator.py: `--interval 60`
         self.queue_thresholds = tuple(sorted(queue_thresholds))
         self.round_interval = round_interval
+        self.node_order = check_node_order(node_order)
         self._view = _View()
+        # job -> (its lower queue, the first round that saw it there): a fact about the job, kept
+        # across a switch, so a lower queue keeps its order whoever ran the jobs meanwhile
+        self._entered_at: dict[str, tuple[int, float]] = {}
 
     def forget_cluster(self) -> None:
         self._view = _View()
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_view": _View()}  # a copy runs on another backend's jobs
+        return {**self.__dict__, "_view": _View(), "_entered_at": dict(self._entered_at)}  # a copy runs on another backend's jobs
 
     def queue_of(self, job: JobStatus) -> int:
         return bisect.bisect_right(self.queue_thresholds, job.attained_service)
@@ -96,11 +126,11 @@ class TiresiasPolicy(Policy):
         v = self._view
         old = v.entry.get(job.name)
         q = self.queue_of(job)
-        if old is None or old[0] != q:
+        if old is None or old.queue != q:
             if old is not None:
                 del v.placed[bisect.bisect_left(v.placed, old)]
-            entry = (q, job.spec.arrival, job.name, job,
-                     job.spec.worker_demand.gpu * job.spec.initial_workers)
+            entry = Ranked(q, self._entered(job, q, now), job.spec.arrival, job.name, job,
+                           job.spec.worker_demand.gpu * job.spec.initial_workers)
             bisect.insort(v.placed, entry)
             v.entry[job.name] = entry
         if job.state is JobState.RUNNING:  # accruing at a fixed rate: the crossing holds
@@ -109,6 +139,17 @@ class TiresiasPolicy(Policy):
         else:  # restarting or holding: its crossing moves with the clock until it runs
             v.crossing.pop(job.name, None)
             v.settling[job.name] = job
+
+    def _entered(self, job: JobStatus, q: int, now: float) -> float:
+        """When `job` entered queue `q`: its arrival for the first queue; for a lower queue the
+        round that first saw it there (artifact tiresias.py: a demoted job is appended to
+        `_queue_1`, so that queue runs in the order of demotion)."""
+        if q == 0:
+            return job.spec.arrival
+        seen = self._entered_at.get(job.name)
+        if seen is None or seen[0] != q:
+            seen = self._entered_at[job.name] = (q, now)
+        return seen[1]
 
     def _unrank(self, job: JobStatus) -> None:
         v = self._view
@@ -119,7 +160,7 @@ class TiresiasPolicy(Policy):
 
     def _rebuild_ranking(self, state: ClusterState) -> list[JobStatus]:
         v = self._view
-        left = [p[3] for p in v.placed]
+        left = [p.job for p in v.placed]
         v.placed, v.entry, v.crossing, v.settling = [], {}, {}, {}
         for job in state.iter_placed():
             self._rank(job, state.now)
@@ -140,34 +181,35 @@ class TiresiasPolicy(Policy):
         v.started = []
         placed_now = len(list_or_view(state.iter_placed()))
         if len(v.placed) != placed_now:  # only this engine places: so some job has left
-            for p in [p for p in v.placed if not p[3].state.placed]:
-                self._unrank(p[3])  # completed, or sent back by a node failure
-                left.append(p[3])
+            for p in [p for p in v.placed if not p.job.state.placed]:
+                self._unrank(p.job)  # completed, or sent back by a node failure
+                left.append(p.job)
             if len(v.placed) != placed_now:
                 left += self._rebuild_ranking(state)  # placed by someone else after all
         for job in list(v.settling.values()):
             self._rank(job, now)  # a restart that has ended starts a fixed crossing
         if v.crossing and min(v.crossing.values()) <= now:
             for name in [n for n, t in v.crossing.items() if t <= now]:
-                self._rank(v.entry[name][3], now)
+                self._rank(v.entry[name].job, now)
         return left
 
     # ---- a round ------------------------------------------------------------------------
 
     def ranked(self, state: ClusterState, skip: set[str], left: list[JobStatus]
                ) -> Iterator[tuple[bool, list[Ranked] | JobStatus]]:
-        """Placed and waiting jobs in 2D-LAS order (queue, arrival, name), lazily: a round
-        walks only as far as the GPUs go, not the whole of a long queue. Yields (True, a run of
-        ranked entries of placed jobs) and (False, a waiting job)."""
+        """Placed and waiting jobs in 2D-LAS order (queue, entered, arrival, name), lazily: a
+        round walks only as far as the GPUs go, not the whole of a long queue. Yields (True, a
+        run of ranked entries of placed jobs) and (False, a waiting job)."""
         thresholds, placed = self.queue_thresholds, self._view.placed
         for q in range(len(thresholds) + 1):
             i, n = bisect.bisect_left(placed, (q,)), bisect.bisect_left(placed, (q + 1,))
-            waiting = self._first_queue_waiting(skip, left) if q == 0 else state.iter_waiting()
-            for job in waiting:  # in arrival order; merged with this queue's placed jobs
+            waiting = self._first_queue_waiting(skip, left) if q == 0 else self._low_waiting(q)
+            for job in waiting:  # in queue order; merged with this queue's placed jobs
                 if job.name in skip or bisect.bisect_right(thresholds, job.attained_service) != q:
                     continue
                 start = i
-                i = bisect.bisect_left(placed, (q, job.spec.arrival, job.name), i, n)
+                i = bisect.bisect_left(placed, (q, self._entered(job, q, state.now),
+                                                job.spec.arrival, job.name), i, n)
                 if i > start:
                     yield True, placed[start:i]
                 yield False, job
@@ -192,6 +234,50 @@ class TiresiasPolicy(Policy):
         v.waiting0 = {j.name: j for j in live}
         return sorted(live, key=lambda j: (j.spec.arrival, j.name))
 
+    def _track_low(self, state: ClusterState, left: list[JobStatus]) -> None:
+        """Keep the waiting jobs of the lower queues sorted by (queue, entered, arrival): the
+        jobs that held GPUs and wait again join; all waiting jobs are looked at on the first
+        round and when the cluster's shape changes (only a job that has run is below the first
+        queue)."""
+        v, now = self._view, state.now
+        if v.arrivals.everything:
+            v.low, v.low_names = [], set()
+            left = list(state.iter_waiting())
+        first = self.queue_thresholds[0] if self.queue_thresholds else math.inf
+        for job in left:
+            if job.state in _WAITING and job.attained_service >= first and \
+                    job.name not in v.low_names:
+                q = self.queue_of(job)
+                bisect.insort(v.low, (q, self._entered(job, q, now), job.spec.arrival, job.name,
+                                      job))
+                v.low_names.add(job.name)
+
+    def _low_waiting(self, q: int) -> Iterator[JobStatus]:
+        """The waiting jobs of lower queue `q` in the order they entered it (stale entries, jobs
+        no longer waiting, are dropped as they are met)."""
+        low = self._view.low
+        i = bisect.bisect_left(low, (q,))
+        while i < len(low) and low[i][0] == q:
+            job = low[i][4]
+            if job.state not in _WAITING or self.queue_of(job) != q:
+                self._view.low_names.discard(job.name)
+                del low[i]
+                continue
+            yield job
+            i += 1
+
+    def _start_low(self, job: JobStatus) -> None:
+        """A lower-queue job placed this round leaves the waiting list (a refused placement
+        brings it back through `left`)."""
+        v = self._view
+        if job.name in v.low_names:
+            v.low_names.discard(job.name)
+            q = self.queue_of(job)
+            key = (q, self._entered(job, q, 0.0), job.spec.arrival, job.name)
+            i = bisect.bisect_left(v.low, key)
+            if i < len(v.low) and v.low[i][3] == job.name:
+                del v.low[i]
+
     def schedule(self, state: ClusterState) -> list[Action]:
         if state.jobs is not self._view.jobs:  # another backend's jobs (a forked what-if)
             self.forget_cluster()
@@ -200,6 +286,7 @@ class TiresiasPolicy(Policy):
         actions = v.arrivals.reject(state)
         rejected = {a.job for a in actions}
         left = self._update_ranking(state)
+        self._track_low(state, left)
         capacity = float(state.capacity[state.node_up, 2].sum())
         kept: list[list[Ranked]] = []  # runs of placed jobs that keep their GPUs
         n_kept = 0
@@ -209,7 +296,7 @@ class TiresiasPolicy(Policy):
         for is_placed, item in self.ranked(state, rejected, left):
             if is_placed:
                 run = item
-                whole = sum(p[4] for p in run)
+                whole = sum(p.gpus for p in run)
                 if used + whole <= capacity + 1e-9:  # typical: the whole run keeps its GPUs
                     kept.append(run)
                     n_kept += len(run)
@@ -217,9 +304,9 @@ class TiresiasPolicy(Policy):
                 else:
                     fits = []
                     for p in run:
-                        if used + p[4] <= capacity + 1e-9:
+                        if used + p.gpus <= capacity + 1e-9:
                             fits.append(p)
-                            used += p[4]
+                            used += p.gpus
                     kept.append(fits)
                     n_kept += len(fits)
             else:
@@ -232,14 +319,14 @@ class TiresiasPolicy(Policy):
                 break
         ledger = self.ledger(state) if starting or n_kept < len(v.placed) else None
         if n_kept < len(v.placed):
-            keep = {p[2] for run in kept for p in run}
-            for p in [p for p in v.placed if p[2] not in keep]:
-                job = p[3]
+            keep = {p.name for run in kept for p in run}
+            for p in [p for p in v.placed if p.name not in keep]:
+                job = p.job
                 self._unrank(job)
                 v.left.append(job)
                 ledger.give_back(job.workers, job.spec.worker_demand)
                 ledger.give_back(job.ps, job.spec.ps_demand)
-                actions.append(Suspend(job.name, f"preempted: queue {p[0]} after"
+                actions.append(Suspend(job.name, f"preempted: queue {p.queue} after"
                                        f" {job.attained_service / 3600:.1f} GPU-hours; higher"
                                        " priority jobs need the GPUs"))
         # The next queue crossing among the jobs that will hold GPUs.
@@ -249,7 +336,7 @@ class TiresiasPolicy(Policy):
         v.wakeup_for, v.wakeup = state, wakeup if wakeup < math.inf else None
         pos = 0
         for job in starting:
-            placement = ledger.place_gang(job, job.spec.initial_workers)
+            placement = place_in_order(ledger, job, job.spec.initial_workers, self.node_order)
             if placement is None:
                 w = wait_reason(ledger, job, job.spec.initial_workers, pos, f"queue {self.queue_of(job)}")
                 pos += 1
@@ -259,6 +346,7 @@ class TiresiasPolicy(Policy):
             workers, ps = placement
             ledger.take(workers, job.spec.worker_demand)
             ledger.take(ps, job.spec.ps_demand)
+            self._start_low(job)
             v.started.append(job)
             actions.append(Place(job.name, f"started: queue {self.queue_of(job)}, least attained"
                                  " service first", workers, ps))
