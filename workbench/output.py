@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, Any
@@ -120,11 +120,9 @@ def atomic_path(path: str, flag: str) -> Iterator[str]:
     `OSError` becomes one line naming `flag` (the option that gave the path)."""
     check_writable(path, flag)
     folder, name = os.path.split(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
-        os.close(fd)
-    except OSError as e:
-        raise WorkbenchError(f"{flag} {path}: cannot write ({e.strerror})") from None
+    # Named, not created, here: the block creates it inside the `try`, so an interrupt at any
+    # moment leaves no temporary file behind.
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
         yield tmp
         _keep_mode(path, tmp)
@@ -153,15 +151,11 @@ def write_json(path: str, flag: str, result: Any) -> None:
 
 
 def _keep_mode(path: str, tmp: str) -> None:
-    """Give the new file the old one's permissions, or the usual ones for a new file (mkstemp
-    makes it private)."""
+    """Give the new file the old one's permissions (a new file has the usual ones)."""
     try:
-        mode = os.stat(path).st_mode & 0o7777
+        os.chmod(tmp, os.stat(path).st_mode & 0o7777)
     except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    os.chmod(tmp, mode)
+        pass
 
 
 def _remove(path: str) -> None:

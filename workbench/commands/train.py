@@ -8,8 +8,8 @@ import sys
 import time
 from dataclasses import asdict
 
-from ..errors import ConfigError, WorkbenchError
-from ..output import emit
+from ..errors import ConfigError
+from ..output import atomic_open, atomic_path, check_writable, emit
 
 
 def _bar(enabled: bool):
@@ -46,25 +46,23 @@ def run_train_dl2(args) -> int:
             if value < 0:
                 raise ConfigError(f"--{name.replace('_', '-')}: expected >= 0, got {value}")
             setattr(cfg, name, value)
+    out = str(shipped_weights_path()) if args.install else args.out
+    check_writable(out, "--out")  # before the training, not after it
+    if args.curve:
+        check_writable(args.curve, "--curve")
     show = _bar(sys.stderr.isatty() and not args.json or args.progress)
     started = time.perf_counter()
     net, curve = train_dl2(cfg, progress=show)
     seconds = time.perf_counter() - started
     meta = asdict(cfg)
-    out = str(shipped_weights_path()) if args.install else args.out
-    try:
-        net.save(out, meta)
-    except OSError as e:
-        raise WorkbenchError(f"--out {out}: cannot write ({e.strerror})") from None
+    with atomic_path(out, "--out") as tmp:
+        net.save(tmp, meta)
     if args.curve:
-        try:
-            keys = list(dict.fromkeys(k for row in curve for k in row))
-            with open(args.curve, "w", newline="") as f:
-                w = csv.DictWriter(f, fieldnames=keys)
-                w.writeheader()
-                w.writerows(curve)
-        except OSError as e:
-            raise WorkbenchError(f"--curve {args.curve}: cannot write ({e.strerror})") from None
+        keys = list(dict.fromkeys(k for row in curve for k in row))
+        with atomic_open(args.curve, "--curve", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(curve)
     same = None
     try:
         shipped, shipped_meta = load_shipped()

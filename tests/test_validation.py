@@ -1,0 +1,318 @@
+"""Bad input to the CLI, strict JSON and whole output files (issues #14 and #15).
+
+Every bad value is one line on stderr naming the option, file, line or column, exit 2, no
+traceback, run as a user runs it (`python -m workbench ...` in a subprocess). Every JSON output
+parses with a strict parser (NaN and Infinity are not JSON). An interrupted write leaves the
+previous file whole. A job that can never run is rejected the same way in the CLI and the app's
+store (`session.refusals`, one function).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.errors import WorkbenchError
+from workbench.output import atomic_open, emit, to_json, write_json
+
+HEADER = "name,time,application,num_replicas,batch_size\n"
+GOOD_ROW = "cifar10-0,107,cifar10,2,2048\n"
+
+
+def run(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd)
+
+
+def strict_loads(text: str):
+    """json.loads that refuses NaN, Infinity and -Infinity, as JavaScript's JSON.parse does."""
+    def refuse(constant: str):
+        raise ValueError(f"not JSON: {constant}")
+    return json.loads(text, parse_constant=refuse)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *words: str) -> str:
+    assert proc.returncode == 2, (proc.returncode, proc.stderr[-2000:])
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    line = lines[0]
+    assert line.startswith("workbench: error: "), line
+    for word in words:
+        assert word in line, (word, line)
+    return line
+
+
+def workload(tmp_path: Path, rows: str, name: str = "w.csv") -> str:
+    path = tmp_path / name
+    path.write_text(HEADER + rows)
+    return str(path)
+
+
+# ---- bad values: one line, exit 2 ------------------------------------------------------------
+
+@pytest.mark.parametrize("args, words", [
+    (["--nodes", "0"], ["--nodes", "0"]),
+    (["--gpus-per-node", "0"], ["--gpus-per-node"]),
+    (["--cluster", "16x0"], ["--cluster 16x0", "1 GPU"]),
+    (["--restart-delay", "-1"], ["--restart-delay", "-1"]),
+    (["--restart-delay", "nan"], ["--restart-delay", "nan"]),
+    (["--restart-delay", "inf"], ["--restart-delay", "inf"]),
+    (["--policy", ""], ["--policy", "''"]),
+    (["--policy", " , "], ["--policy"]),
+    (["--seed", "-1"], ["--seed"]),
+    (["--limit", "0"], ["--limit"]),
+    (["--fault", "node-01@nan"], ["--fault"]),
+    (["--out-json", "/nonexistent/dir/x.json"], ["--out-json", "/nonexistent/dir/x.json"]),
+    (["--csv", "/nonexistent/dir/x.csv"], ["--csv"]),
+    (["--decisions", "/nonexistent/dir/d.csv"], ["--decisions"]),
+    (["--restart-delay", "abc"], ["--restart-delay", "abc"]),
+])
+def test_bad_option_is_one_line(args, words):
+    assert_one_line_error(run("simulate", "--limit", "5", *args), *words)
+
+
+def test_bad_compare_policies_name_the_option():
+    assert_one_line_error(run("compare", "--policies", ""), "--policies")
+
+
+@pytest.mark.parametrize("row, column, words", [
+    ("b,107,cifar10,1e20,2048\n", "num_replicas", ["up to"]),
+    ("b,107,cifar10,2,99999999\n", "batch_size", ["128 to 4,096", "99999999"]),
+    ("b,107,cifar10,2,64\n", "batch_size", ["128 to 4,096"]),
+    ("cif\x00ar10-0,107,cifar10,2,2048\n", "name", ["printable"]),
+    ("cifar10\t0,107,cifar10,2,2048\n", "name", ["printable"]),
+    ("x" * 300 + ",107,cifar10,2,2048\n", "name", ["at most 253", "300 characters"]),
+])
+def test_bad_cell_is_one_line_naming_file_line_and_column(tmp_path, row, column, words):
+    path = workload(tmp_path, GOOD_ROW + row)
+    line = assert_one_line_error(run("simulate", "--trace", path),
+                                 f"{path}:3: column '{column}'", *words)
+    assert len(line) < 400  # a long cell is quoted only in part
+
+
+def test_a_huge_cell_is_refused_without_reading_it_whole(tmp_path):
+    """A 20 MB job name (the issue's was 1 GB): refused by the line-length check, quickly."""
+    path = tmp_path / "huge.csv"
+    with open(path, "w") as f:
+        f.write(HEADER + GOOD_ROW)
+        f.write("n" * (20 << 20) + ",200,cifar10,1,2048\n")
+    started = time.monotonic()
+    line = assert_one_line_error(run("simulate", "--trace", str(path)), f"{path}:3", "longer")
+    assert len(line) < 300
+    assert time.monotonic() - started < 60
+
+
+def test_missing_and_malformed_traces(tmp_path):
+    assert_one_line_error(run("simulate", "--trace", str(tmp_path / "none.csv")),
+                          "none.csv", "no such file")
+    bad = workload(tmp_path, "a,b\n", "bad.csv")
+    assert_one_line_error(run("simulate", "--trace", bad), "bad.csv")
+
+
+def test_serve_checks_every_option_before_serving():
+    """Each of these used to start a server; each now exits 2 with one line, at once."""
+    for args, words in ((["--policy", "fifo+nosuch"], ["--policy", "nosuch"]),
+                        (["--speed", "-5"], ["--speed", "-5"]),
+                        (["--speed", "nan"], ["--speed"]),
+                        (["--cluster", "16x0"], ["--cluster 16x0"]),
+                        (["--seed", "-2"], ["--seed"]),
+                        (["--trace", "/nonexistent/w.csv"], ["/nonexistent/w.csv"])):
+        proc = run("serve", "--no-browser", "--port", "1", *args, timeout=60)
+        assert_one_line_error(proc, *words)
+        assert "Launching server" not in proc.stdout + proc.stderr
+
+
+# ---- strict JSON -----------------------------------------------------------------------------
+
+def test_to_json_writes_null_for_nan_and_infinity():
+    import numpy as np
+
+    text = to_json({"a": float("nan"), "b": [np.float64("inf"), -math_inf()], "c": np.int64(3),
+                    "d": np.array([1.0, np.nan]), "e": (1.5, None)})
+    assert strict_loads(text) == {"a": None, "b": [None, None], "c": 3, "d": [1.0, None],
+                                  "e": [1.5, None]}
+
+
+def math_inf() -> float:
+    return float("inf")
+
+
+def test_emit_json_is_strict(capsys):
+    emit({"deadline_hit_rate": float("nan"), "jct": float("inf")}, as_json=True)
+    assert strict_loads(capsys.readouterr().out) == {"deadline_hit_rate": None, "jct": None}
+
+
+@pytest.mark.parametrize("args", [
+    ["simulate", "--limit", "20", "--json"],
+    ["simulate", "--limit", "20", "--json", "--cluster", "small", "--restart-delay", "0"],
+    ["compare", "--limit", "20", "--policies", "fifo,drf,optimus", "--json"],
+    ["policies", "--json"],
+    ["trace", "show", "default", "--json"],
+    ["trace", "show", "synthetic:n=20", "--json"],
+    ["openb", "--seeds", "1", "--plugins", "random", "--json"],
+    ["bench", "sim", "--limit", "200", "--policies", "fifo", "--json"],
+])
+def test_every_json_output_parses_strictly(args):
+    proc = run(*args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    strict_loads(proc.stdout)
+
+
+def test_out_json_is_strict_and_nan_became_null(tmp_path):
+    out = tmp_path / "r.json"
+    proc = run("simulate", "--limit", "20", "--out-json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    result = strict_loads(out.read_text())
+    assert result["results"][0]["deadline_hit_rate"] is None  # no deadlines: NaN before
+
+
+def test_every_json_writer_goes_through_output():
+    """No command or benchmark dumps JSON itself (only `output` makes it strict)."""
+    root = Path(__file__).resolve().parents[1] / "workbench"
+    # cluster.py and k8s.py print manifests and cluster facts (no floats that can be NaN)
+    exempt = {"commands/cluster.py", "commands/k8s.py"}
+    offenders = []
+    for folder in ("commands", "bench"):
+        for path in sorted((root / folder).glob("*.py")):
+            rel = f"{folder}/{path.name}"
+            text = path.read_text()
+            if rel not in exempt and ("json.dump(" in text or "json.dumps(" in text):
+                offenders.append(rel)
+    assert offenders == []
+
+
+# ---- whole output files ----------------------------------------------------------------------
+
+def test_atomic_writer_interrupted_leaves_the_old_file(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("old and whole\n")
+
+    class Interrupted(Exception):
+        pass
+
+    with pytest.raises(Interrupted):
+        with atomic_open(str(path), "--decisions") as f:
+            f.write("new, half written\n" * 1000)
+            raise Interrupted
+    assert path.read_text() == "old and whole\n"
+    assert os.listdir(tmp_path) == ["d.csv"]  # no temporary file left behind
+
+    with pytest.raises(KeyboardInterrupt):
+        with atomic_open(str(path), "--decisions") as f:
+            f.write("partial")
+            raise KeyboardInterrupt
+    assert path.read_text() == "old and whole\n"
+
+    write_json(str(path), "--out-json", {"x": float("nan")})
+    assert strict_loads(path.read_text()) == {"x": None}
+    assert os.listdir(tmp_path) == ["d.csv"]
+
+
+def test_atomic_writer_keeps_the_file_mode(tmp_path):
+    path = tmp_path / "r.csv"
+    path.write_text("x")
+    os.chmod(path, 0o640)
+    with atomic_open(str(path), "--csv") as f:
+        f.write("y")
+    assert path.read_text() == "y" and (path.stat().st_mode & 0o777) == 0o640
+
+
+def test_atomic_writer_errors_are_one_line(tmp_path):
+    with pytest.raises(WorkbenchError, match=r"^--csv .*: cannot write"):
+        with atomic_open(str(tmp_path / "no" / "x.csv"), "--csv") as f:
+            f.write("x")
+    with pytest.raises(WorkbenchError, match="is a directory"):
+        with atomic_open(str(tmp_path), "--csv") as f:
+            f.write("x")
+
+
+def test_sigint_while_writing_decisions_leaves_every_previous_file_whole(tmp_path):
+    """A long run writing a large decisions CSV, interrupted (SIGINT) at random moments once
+    the writing has begun: each output is either the previous one, whole, or the new one."""
+    outputs = {"--decisions": tmp_path / "d.csv", "--csv": tmp_path / "r.csv",
+               "--out-json": tmp_path / "r.json"}
+    args = ["simulate", "--trace", "philly", "--limit", "4000", "--policy", "fifo"]
+    for flag, path in outputs.items():
+        args += [flag, str(path)]
+    first = run(*args, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = {flag: path.read_bytes() for flag, path in outputs.items()}
+    assert len(before["--decisions"]) > 100_000
+    interrupted = 0
+    for delay in (0.0, 0.01, 0.03):  # at the temporary file's birth, and into its writing
+        proc = subprocess.Popen([sys.executable, "-m", "workbench", *args],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            if any(p.name.startswith(".d.csv.") for p in tmp_path.iterdir()):
+                time.sleep(delay)  # the decisions are being written: interrupt now
+                proc.send_signal(signal.SIGINT)
+                break
+            time.sleep(0.002)
+        _, err = proc.communicate(timeout=120)
+        for flag, path in outputs.items():
+            assert path.read_bytes() == before[flag], flag  # the same run: whole and identical
+        assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+        if proc.returncode == 130:
+            interrupted += 1
+            assert err.strip() == "workbench: interrupted", err
+    assert interrupted  # at least one run was stopped mid-write
+
+
+# ---- an impossible job: one check, rejected with its reason ----------------------------------
+
+def test_an_impossible_job_is_rejected_with_its_reason_in_the_cli(tmp_path):
+    path = workload(tmp_path, GOOD_ROW + "big,200,cifar10,99999,2048\n")
+    decisions = tmp_path / "d.csv"
+    for policy in ("fifo", "tiresias", "optimus"):
+        started = time.monotonic()
+        proc = run("simulate", "--trace", path, "--policy", policy, "--json",
+                   "--decisions", str(decisions))
+        assert proc.returncode == 0, proc.stderr
+        assert time.monotonic() - started < 60
+        row = strict_loads(proc.stdout)["results"][0]
+        assert (row["completed"], row["rejected"]) == (1, 1), policy
+        text = decisions.read_text()
+        assert "Reject,big,True,\"rejected: needs 99,999 GPUs, the cluster has 64\"" in text
+
+
+def test_the_app_store_and_the_cli_share_the_check(tmp_path):
+    from workbench.session import load_jobs, load_nodes, refusals
+    from workbench.ui.state import WorkbenchState
+
+    path = workload(tmp_path, GOOD_ROW + "big,200,cifar10,99999,2048\n")
+    jobs, nodes = load_jobs(path), load_nodes(path, "default")
+    assert refusals(jobs, nodes) == {"big": "rejected: needs 99,999 GPUs, the cluster has 64"}
+    state = WorkbenchState.from_workload(path, "default", "tiresias")
+    state.advance(600)
+    jobs_table = state.jobs.set_index("job")
+    assert jobs_table.loc["big", "state"] == "rejected"
+    assert jobs_table.loc["big", "reason"] == "rejected: needs 99,999 GPUs, the cluster has 64"
+    decisions = state.decisions_frame()
+    assert ((decisions.job == "big") & (decisions.action == "Reject")
+            & (decisions.policy == "admission")).any()
+    assert "big" not in state.forecasts
+
+
+def test_refusals_name_the_resource_and_the_task():
+    from workbench.clusters import make_cluster
+    from workbench.model import JobSpec, Resources
+    from workbench.session import refusals
+
+    nodes = make_cluster(2, 4)
+    jobs = [JobSpec("fits", "cifar10", 0, 1, 128, initial_workers=8, max_workers=8),
+            JobSpec("wide", "cifar10", 0, 1, 128, initial_workers=9, max_workers=9),
+            JobSpec("fat", "cifar10", 0, 1, 128, worker_demand=Resources(4, 16, 8)),
+            JobSpec("ps", "cifar10", 0, 1, 128, num_ps=1, ps_demand=Resources(60, 8, 0))]
+    assert refusals(jobs, nodes) == {
+        "wide": "rejected: needs 9 GPUs, the cluster has 8",
+        "fat": "rejected: one worker needs 8 GPUs, the largest node has 4",
+        "ps": "rejected: one parameter server needs 60 CPUs, the largest node has 48"}
