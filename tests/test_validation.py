@@ -28,7 +28,7 @@ GOOD_ROW = "cifar10-0,107,cifar10,2,2048\n"
 
 def run(*args: str, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd)
+                          text=True, timeout=timeout, cwd=cwd, check=False)
 
 
 def strict_loads(text: str):
@@ -198,17 +198,15 @@ def test_atomic_writer_interrupted_leaves_the_old_file(tmp_path):
     class Interrupted(Exception):
         pass
 
-    with pytest.raises(Interrupted):
-        with atomic_open(str(path), "--decisions") as f:
-            f.write("new, half written\n" * 1000)
-            raise Interrupted
+    with pytest.raises(Interrupted), atomic_open(str(path), "--decisions") as f:
+        f.write("new, half written\n" * 1000)
+        raise Interrupted
     assert path.read_text() == "old and whole\n"
     assert os.listdir(tmp_path) == ["d.csv"]  # no temporary file left behind
 
-    with pytest.raises(KeyboardInterrupt):
-        with atomic_open(str(path), "--decisions") as f:
-            f.write("partial")
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), atomic_open(str(path), "--decisions") as f:
+        f.write("partial")
+        raise KeyboardInterrupt
     assert path.read_text() == "old and whole\n"
 
     write_json(str(path), "--out-json", {"x": float("nan")})
@@ -226,12 +224,12 @@ def test_atomic_writer_keeps_the_file_mode(tmp_path):
 
 
 def test_atomic_writer_errors_are_one_line(tmp_path):
-    with pytest.raises(WorkbenchError, match=r"^--csv .*: cannot write"):
-        with atomic_open(str(tmp_path / "no" / "x.csv"), "--csv") as f:
-            f.write("x")
-    with pytest.raises(WorkbenchError, match="is a directory"):
-        with atomic_open(str(tmp_path), "--csv") as f:
-            f.write("x")
+    with pytest.raises(WorkbenchError, match=r"^--csv .*: cannot write"), \
+            atomic_open(str(tmp_path / "no" / "x.csv"), "--csv") as f:
+        f.write("x")
+    with pytest.raises(WorkbenchError, match="is a directory"), \
+            atomic_open(str(tmp_path), "--csv") as f:
+        f.write("x")
 
 
 def test_sigint_while_writing_decisions_leaves_every_previous_file_whole(tmp_path):
