@@ -163,6 +163,8 @@ class Controller:
                else self.backend.next_event_time())
         if nxt is not None:
             candidates.append(nxt)
+        if self._owed is not None:  # an event already played out by run(until=...)
+            candidates.append(self._owed)
         wake = self.policy.next_wakeup(self._last_state)
         if self.policy.needs_every_round and self._last_state is not None and self._last_state.active:
             candidates.append(self._last_round + interval)
@@ -176,6 +178,7 @@ class Controller:
         return self._last_round + k * interval
 
     _last_state: ClusterState | None = None
+    _owed: float | None = None  # when a decisive event happened that no round has seen yet
 
     def _quiet_restarts(self) -> bool:
         return self.policy.quiet_restarts
@@ -225,11 +228,23 @@ class Controller:
         self._last_round = now
         self._last_state = state
         self._force_round = False
+        self._owed = None
         self.rounds += 1
         refused = sum(not o.applied for o in outcomes)
         waits = sum(isinstance(o.action, Wait) or not o.applied for o in outcomes)
         return RoundReport(now, policy.name, len(outcomes), refused,
                            time.perf_counter() - t0, waits)
+
+    def _play_out_to(self, until: float) -> None:
+        """Advance to `until`, before the next round. An event in between (a completion
+        freeing GPUs) is then past, and the backend no longer reports it as next: remember
+        that a round is owed for it, or a run moved in slices (the console's ticks) would skip
+        that round and a job could wait beside free GPUs until some later event."""
+        due = (self.backend.next_decision_time() if self._quiet_restarts()
+               else self.backend.next_event_time())
+        self.backend.advance(until)
+        if due is not None and due <= until:
+            self._owed = due if self._owed is None else min(self._owed, due)
 
     def _newly_finished(self) -> list:
         """Jobs that finished since the last call, read from the backend's log of them."""
@@ -248,7 +263,7 @@ class Controller:
                 self.end_stall()
                 break
             if until is not None and t > until:
-                self.backend.advance(until)
+                self._play_out_to(until)
                 break
             self.backend.advance(t)
             report = self.round()

@@ -69,10 +69,20 @@ class RunControls(param.Parameterized):
 
     backend: Backend
     controller: Controller
+    version: int  # the store's refresh counter (a parameter of the store)
     time_origin = 0.0  # where the views' hours count from, on the backend clock
     advance_seconds = 0.0  # wall time of the last move
     _scheduler: SchedulerThread | None = None
     _last_tick = -math.inf
+
+    def __init__(self, **params) -> None:
+        super().__init__(**params)
+        # Pausing, playing and finishing change what the headline says but not the run's data:
+        # views redraw on `version`, so these bump it too (else the headline keeps "running").
+        self.param.watch(self._status_moved, ["running", "finished"])
+
+    def _status_moved(self, _event) -> None:
+        self.version += 1
 
     def refresh(self) -> None:
         raise NotImplementedError

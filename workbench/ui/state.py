@@ -56,6 +56,7 @@ from .data import (
 )
 from .runner import RunControls
 from .tracking import EngineHistory, ForecastCache, JobListing, LastActions, summary
+from .waiting import EngineWord, why_now
 
 SIM_OPTIONS = {"restart_delay", "checkpoint_interval", "faults", "contention"}
 
@@ -312,6 +313,21 @@ class WorkbenchState(RunControls):
         """Job name -> forecast, computed when first asked for after a refresh (and less often
         when forecasting is slow: see `tracking.ForecastCache`)."""
         return self._forecasts.get(self.cluster_state, self.version)
+
+    def why_now(self, name: str) -> str:
+        """Why job `name` is where it is, from the cluster as last observed (`waiting.why_now`):
+        its current blocker, not the engine's last (possibly stale) word alone."""
+        job = self.backend.jobs.get(name)
+        if job is None:
+            return "no such job"
+        last = self._actions.last.get(name)
+        said = EngineWord(job.reason, last.time if last is not None and last.reason == job.reason
+                          else None)
+        if self.simulated:  # nothing else moves the simulator: asking for its next round is safe
+            return why_now(job, self.cluster_state, said, self.hours,
+                           next_round=self.controller.next_round_time())
+        return why_now(job, self.cluster_state, said, self.hours,
+                       round_interval=self.controller.policy.round_interval)
 
     @property
     def forecast_seconds(self) -> float:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..backend import Backend
-from ..control import Recorder
+from ..control import Decision, Recorder
 from ..model import ClusterState, JobState, JobStatus
 from ..policies.base import Policy
 from .forecasting import JobForecaster
@@ -49,10 +49,12 @@ class JobListing:
 
 
 class LastActions:
-    """Job name -> its last decision as the jobs table shows it ("Place @ 1.25 h")."""
+    """Job name -> its last decision as the jobs table shows it ("Place @ 1.25 h"), and the
+    decision itself (`last`: when the engine last spoke about the job, and what it said)."""
 
     def __init__(self) -> None:
         self.by_job: dict[str, str] = {}
+        self.last: dict[str, Decision] = {}
         self._cursor = 0
 
     def absorb(self, recorder: Recorder, hours: Callable[[float], float]) -> None:
@@ -60,6 +62,7 @@ class LastActions:
         for d in decisions[self._cursor:]:
             self.by_job[d.job] = (f"{d.action}{'' if d.applied else ' (refused)'}"
                                   f" @ {hours(d.time):.2f} h")
+            self.last[d.job] = d
         self._cursor = len(decisions)
 
 

@@ -91,7 +91,6 @@ class JobsView(View):
         self._fill_why(self._selected)
 
     def _fill_why(self, name: str) -> None:
-        rows = self.state.jobs[self.state.jobs["job"] == name]
-        reason = rows["reason"].iloc[0] if len(rows) else "(no longer listed)"
-        self.why_title.object = f"**{name}**: {reason}"
+        # Computed from the cluster now: the engine's last word may be stale (see ui.waiting).
+        self.why_title.object = f"**{name}** now: {self.state.why_now(name)}"
         self.why.value = self.state.decisions_frame(last=50, job=name).drop(columns=["job"])
