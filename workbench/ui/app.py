@@ -17,8 +17,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pandas as pd
 import panel as pn
 
+from . import export
+from .link import ViewLink
 from .state import WorkbenchState
 from .views import (
     ClusterView,
@@ -32,6 +35,7 @@ from .views import (
 )
 
 TITLE = "Scheduling Workbench"
+TAB_TITLES = ("Cluster", "Jobs", "Forecasts", "Timeline", "Decisions", "What-if", "Engine")
 _extension_loaded = False
 
 
@@ -43,7 +47,9 @@ def load_extension(inline: bool | None = None) -> None:
         return
     if inline is None:
         inline = _in_notebook()
-    pn.extension("tabulator", inline=inline, notifications=False)
+    # A served page shows a spinner until the app has rendered (a blank page otherwise).
+    pn.extension("tabulator", inline=inline, notifications=False,
+                 global_loading_spinner=not inline)
     _extension_loaded = True
 
 
@@ -69,6 +75,26 @@ def _header(state: WorkbenchState) -> pn.pane.HTML:
     return pn.pane.HTML(_header_html(state), sizing_mode="stretch_width", margin=(5, 10))
 
 
+class BusyIndicator:
+    """A spinner and a line saying what the store computes in the background (a switch
+    preview, a what-if), shown only while something runs."""
+
+    def __init__(self) -> None:
+        self.spinner = pn.indicators.LoadingSpinner(value=False, size=22, color="primary",
+                                                    bgcolor="light", align="center")
+        self.text = pn.pane.HTML("", margin=(0, 6), align="center", css_classes=["busy-text"])
+        self.panel = pn.Row(self.spinner, self.text, visible=False, margin=(0, 10))
+        self._shown = ""
+
+    def show(self, what: str) -> None:
+        if what == self._shown:
+            return
+        self._shown = what
+        self.spinner.value = bool(what)
+        self.text.object = f"<i>working: {what}…</i>" if what else ""
+        self.panel.visible = bool(what)
+
+
 class Console:
     """One rendering of the app: its own views (and Bokeh models) on a shared store. A Bokeh
     model lives in one document only, so every place the app is shown gets a Console."""
@@ -85,16 +111,15 @@ class Console:
         self.what_if = WhatIfView(s)
         self.engine = EngineView(s)
         self.decisions = DecisionsView(s)
-        self.tabs = pn.Tabs(
-            ("Cluster", self.cluster.panel), ("Jobs", self.jobs.panel),
-            ("Forecasts", self.forecasts.panel), ("Timeline", self.timeline.panel),
-            ("Decisions", self.decisions.panel), ("What-if", self.what_if.panel),
-            ("Engine", self.engine.panel),
-            sizing_mode="stretch_width", dynamic=False)
+        panels = (self.cluster.panel, self.jobs.panel, self.forecasts.panel,
+                  self.timeline.panel, self.decisions.panel, self.what_if.panel, self.engine.panel)
+        self.tabs = pn.Tabs(*zip(TAB_TITLES, panels), sizing_mode="stretch_width", dynamic=False)
         self.header = _header(s)
+        self.busy = BusyIndicator()
+        self.link = ViewLink(self, TAB_TITLES)
         self._kind = s.kind
         self.layout = pn.Column(
-            self.header,
+            pn.Row(self.header, self.busy.panel, self.link.widget, sizing_mode="stretch_width"),
             pn.Row(pn.Column(self.controls.panel, width=380), self.tabs,
                    sizing_mode="stretch_width"),
             sizing_mode="stretch_width", min_height=600)
@@ -124,12 +149,17 @@ class Console:
         views = self.views if all_views else (self.controls, self.tab_views[self.tabs.active])
         for view in views:
             view.sync()
-        if not _in_server_session() and self.layout._models:
+        self.busy.show(self.state.background.describe())
+        if _in_server_session():
+            self.link.sync()
+        elif self.layout._models:
             pn.io.push_notebook(self.layout)  # notebooks get raw Bokeh changes only when pushed
 
     def start(self) -> None:
         """Start the periodic update in the current context (a server session or the kernel)."""
         if not self._callbacks:
+            if _in_server_session() and pn.state.location is not None:
+                self.link.restore(pn.state.location.query_params)  # a link's tab, engine, job
             cb = pn.state.add_periodic_callback(self.tick, period=self.state.period_ms, start=True)
             self._callbacks.append(cb)
 
@@ -174,6 +204,20 @@ class Workbench:
 
     def play(self) -> None:
         self.state.play()
+
+    # ---- tables to take away (as the console's CSV downloads; see ui.export) ---------------
+
+    def decisions_frame(self, include_waits: bool = True) -> pd.DataFrame:
+        """The decision log so far, oldest first."""
+        return export.decisions(self.state, include_waits)
+
+    def jobs_frame(self) -> pd.DataFrame:
+        """The jobs table, in arrival order."""
+        return export.jobs(self.state)
+
+    def what_if_frame(self) -> pd.DataFrame:
+        """The last what-if's results, one row per engine (empty before the first)."""
+        return export.what_if(self.state.what_if_result)
 
     def pause(self) -> None:
         self.state.pause()

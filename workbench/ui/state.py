@@ -43,6 +43,7 @@ from ..policies import available, check_engine, make_policy
 from ..session import load_jobs, load_nodes, simulate
 from ..sim import SimBackend
 from ..whatif import SwitchPreview, WhatIfResult
+from .busy import BackgroundWork
 from .connection import ObservedBackend, connect_backend
 from .data import (
     CellPainter,
@@ -87,6 +88,7 @@ class WorkbenchState(RunControls):
                  **params) -> None:
         super().__init__(**params)
         self.refresh_seconds = 0.0  # wall time of the last refresh
+        self.background = BackgroundWork()  # previews and what-ifs running now, for the consoles
         if not isinstance(backend, Forkable) and controller is None:
             backend = ObservedBackend(backend)
         pol = make_policy(policy) if isinstance(policy, str) else policy
@@ -258,8 +260,10 @@ class WorkbenchState(RunControls):
         """Fork now; return a function computing the preview on the fork (thread-safe: it
         touches nothing of this store)."""
         backend = self._forkable("a switch preview")
-        return whatif.prepare_preview(backend, self.controller.policy, make_policy(name),
-                                      float(horizon or self.preview_horizon))
+        return self.background.track(
+            f"forecasting a switch to {name}",
+            whatif.prepare_preview(backend, self.controller.policy, make_policy(name),
+                                   float(horizon or self.preview_horizon)))
 
     def what_if(self, policies: Sequence[str] | None = None, until: float | None = None,
                 budget_s: float | None = None) -> WhatIfResult:
@@ -275,7 +279,9 @@ class WorkbenchState(RunControls):
         nothing of this store, so it may run in a worker thread while the app goes on."""
         backend = self._forkable("a what-if")
         budget = float(self.what_if_budget_s if budget_s is None else budget_s)
-        return whatif.prepare_what_if(backend, list(policies or available()), until, budget)
+        names = list(policies or available())
+        return self.background.track(f"what-if of {len(names)} engine{'s' * (len(names) > 1)}",
+                                     whatif.prepare_what_if(backend, names, until, budget))
 
     # ---- derived data -----------------------------------------------------------------------
 

@@ -30,17 +30,18 @@ COLUMN_DEFAULTS = {"headerWordWrap": True, "minWidth": 48}
 # Columns share the tab's width in proportion to `widthGrow` (text that wraps gets more),
 # never narrower than `minWidth`; any column not named here gets a share of 1.
 COLUMNS = {
-    "job": {"minWidth": 110, "widthGrow": 1.6}, "policy": {"minWidth": 96, "widthGrow": 1.2},
+    "job": {"minWidth": 100, "widthGrow": 1.6}, "policy": {"minWidth": 96, "widthGrow": 1.2},
     "completed": {"minWidth": 84}, "rejected": {"minWidth": 72}, "unfinished": {"minWidth": 84},
     "makespan_h": {"minWidth": 82}, "restarts": {"minWidth": 70}, "stalled": {"minWidth": 62},
     "deadline_hit_rate": {"minWidth": 78}, "avg_queue_h": {"minWidth": 66},
-    "app": {"minWidth": 70}, "state": {"minWidth": 75}, "action": {"minWidth": 70},
-    "progress": {"minWidth": 70}, "band": {"minWidth": 85, "widthGrow": 1.3},
-    "placement": {"minWidth": 120, "widthGrow": 2.2},
-    "last_action": {"minWidth": 110, "widthGrow": 1.4}, "workers": {"minWidth": 68},
-    "arrival_h": {"minWidth": 64}, "deadline_h": {"minWidth": 76}, "p_meet": {"minWidth": 66},
+    "median_jct_h": {"minWidth": 72},
+    "app": {"minWidth": 64}, "state": {"minWidth": 75}, "action": {"minWidth": 70},
+    "progress": {"minWidth": 84}, "band": {"minWidth": 76, "widthGrow": 1.3},
+    "placement": {"minWidth": 110, "widthGrow": 2.2},
+    "last_action": {"minWidth": 100, "widthGrow": 1.4}, "workers": {"minWidth": 84},
+    "arrival_h": {"minWidth": 64}, "deadline_h": {"minWidth": 76}, "p_meet": {"minWidth": 78},
     "time_h": {"minWidth": 64}, "applied": {"minWidth": 66},
-    "reason": {"minWidth": 180, "widthGrow": 4}, "detail": {"minWidth": 140, "widthGrow": 3},
+    "reason": {"minWidth": 130, "widthGrow": 4}, "detail": {"minWidth": 140, "widthGrow": 3},
     "note": {"minWidth": 120, "widthGrow": 2.5},
 }
 
@@ -121,5 +122,5 @@ def csv_download(label: str, filename: str, frame: Callable[[], pd.DataFrame]
         return io.BytesIO(frame().to_csv(index=False).encode())
 
     return pn.widgets.FileDownload(callback=write, filename=filename, label=label,
-                                   button_type="light", embed=False, width=210,
+                                   color="light", embed=False, width=210,
                                    align="end")

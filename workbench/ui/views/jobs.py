@@ -1,6 +1,9 @@
 """The jobs table: state, workers/PS, placement, progress, predicted completion with its band,
 deadline, probability of meeting it, and the last decision with its reason. Selecting a job
-shows every decision about it ("why is this job waiting?")."""
+shows every decision about it ("why is this job waiting?").
+
+Rows keep their order between refreshes (`stable_order`), whatever their state, and the user
+may sort by any column; the selection follows its job (`KeyedSelection`)."""
 
 from __future__ import annotations
 
@@ -9,17 +12,21 @@ import math
 import numpy as np
 import pandas as pd
 import panel as pn
-from bokeh.models.widgets.tables import NumberFormatter
 
+from .. import export
 from ..state import WorkbenchState
 from ._base import View
+from ._tables import KeyedSelection, csv_download, table
 
 DISPLAY_COLUMNS = {
-    "job": "job", "app": "app", "state": "state", "workers": "workers", "ps": "PS",
+    # No "app": job names carry it in every shipped trace (the CSV download has it).
+    "job": "job", "state": "state", "arrival_h": "arrived (h)",
+    "workers": "workers", "ps": "PS",
     "placement": "placement", "progress": "progress", "finish_h": "finish (h)",
     "band": "band (h)", "deadline_h": "deadline (h)", "p_meet": "P(meet)",
     "last_action": "last decision", "reason": "reason",
 }
+FINISHED = ("completed", "rejected")
 
 
 def display_frame(jobs: pd.DataFrame) -> pd.DataFrame:
@@ -29,24 +36,29 @@ def display_frame(jobs: pd.DataFrame) -> pd.DataFrame:
     df["band"] = pd.Series([f"{a:.2f}–{b:.2f}" if not (math.isnan(a) or math.isnan(b)) else ""
                             for a, b in zip(lo, hi)], index=df.index, dtype=object)
     df["progress"] = (df["progress"] * 100).round(1)
-    return df[list(DISPLAY_COLUMNS)]
+    return df.iloc[stable_order(df)][list(DISPLAY_COLUMNS)].reset_index(drop=True)
+
+
+def stable_order(jobs: pd.DataFrame) -> np.ndarray:
+    """Row positions: active jobs in arrival order (new ones join at the end), then finished
+    ones, the most recent first. Unlike an order by state, a row moves only when a job above
+    it finishes, not every time a job is preempted or placed."""
+    finished = jobs["state"].isin(FINISHED).to_numpy()
+    key = np.where(finished, -jobs["finish_h"].to_numpy(dtype=float),
+                   jobs["arrival_h"].to_numpy(dtype=float))
+    return np.lexsort((jobs["job"].to_numpy(), np.nan_to_num(key, nan=np.inf), finished))
 
 
 class JobsView(View):
     def __init__(self, state: WorkbenchState, page_size: int = 15) -> None:
         super().__init__(state)
-        self.table = pn.widgets.Tabulator(
-            display_frame(state.jobs), pagination="remote", page_size=page_size, show_index=False,
-            disabled=True, selectable=1, sizing_mode="stretch_width", layout="fit_data_stretch",
-            titles=DISPLAY_COLUMNS, header_filters=False,
-            formatters={
-                "progress": {"type": "progress", "max": 100, "legend": True,
-                             "legendAlign": "center", "color": "#9ecae1"},
-                "finish_h": NumberFormatter(format="0.00"),
-                "deadline_h": NumberFormatter(format="0.00"),
-                "p_meet": NumberFormatter(format="0%"),
-            },
-            widths={"reason": 360, "placement": 220, "last_action": 150},
+        self.table = table(
+            display_frame(state.jobs), name="jobs-table", pagination="remote",
+            page_size=page_size, selectable=1, titles=DISPLAY_COLUMNS, header_filters=False,
+            counts=("workers", "ps"), hours=("arrival_h", "finish_h", "deadline_h"),
+            shares=("p_meet",), wrap=("placement", "last_action", "reason"),
+            formatters={"progress": {"type": "progress", "max": 100, "legend": True,
+                                     "legendAlign": "center", "color": "#9ecae1"}},
         )
         self.search = pn.widgets.TextInput(placeholder="filter by job name…", width=220)
         self.state_filter = pn.widgets.MultiChoice(
@@ -57,16 +69,18 @@ class JobsView(View):
         self.state_filter.param.watch(lambda e: self.table.param.trigger("value"), "value")
         self.why_title = pn.pane.Markdown("Select a job to see why it is where it is.",
                                           margin=(0, 10))
-        self.why = pn.widgets.Tabulator(pd.DataFrame(columns=["time_h", "policy", "action",
-                                                              "applied", "reason", "detail"]),
-                                        show_index=False, disabled=True, height=200,
-                                        sizing_mode="stretch_width", layout="fit_data_stretch",
-                                        formatters={"time_h": NumberFormatter(format="0.00")},
-                                        titles={"time_h": "time (h)", "at": "at (UTC)"})
-        self.table.param.watch(self._show_why, "selection")
-        self._selected: str | None = None
-        self.panel = pn.Column(pn.Row(self.search, self.state_filter), self.table,
-                               self.why_title, self.why, sizing_mode="stretch_width", name="Jobs")
+        self.why = table(pd.DataFrame(columns=["time_h", "policy", "action", "applied",
+                                               "reason", "detail"]),
+                         name="why-table", height=200, hours=("time_h",),
+                         wrap=("reason", "detail"),
+                         titles={"time_h": "time (h)", "at": "at (UTC)"})
+        # Remember the job, not the row: rows move as the table refreshes.
+        self.selection = KeyedSelection(self.table, "job", self._show_why)
+        self.download = csv_download("Download jobs (CSV)", "workbench-jobs.csv",
+                                     lambda: export.jobs(state))
+        self.panel = pn.Column(pn.Row(self.search, self.state_filter, self.download),
+                               self.table, self.why_title, self.why,
+                               sizing_mode="stretch_width", name="Jobs")
         self._seen = state.version  # the table was built from this version
 
     def _filter(self, df: pd.DataFrame) -> pd.DataFrame:
@@ -77,18 +91,23 @@ class JobsView(View):
             mask &= df["state"].isin(self.state_filter.value).to_numpy()
         return df[mask]
 
-    def update(self) -> None:
-        self.table.value = display_frame(self.state.jobs)
-        if self._selected:
-            self._fill_why(self._selected)
+    @property
+    def selected(self) -> str | None:
+        """The selected job's name (it stays selected as rows move)."""
+        return self.selection.selected
 
-    def _show_why(self, event) -> None:
-        value = self.table.value
-        if not event.new or event.new[0] >= len(value):
-            return
-        # Remember the job, not the row: rows move as the table refreshes.
-        self._selected = value.iloc[event.new[0]]["job"]
-        self._fill_why(self._selected)
+    def select(self, name: str | None) -> None:
+        """Select job `name` (e.g. from a link) and show why it is where it is."""
+        self.selection.select(name)
+
+    def update(self) -> None:
+        self.selection.set_value(display_frame(self.state.jobs))
+        if self.selected:
+            self._fill_why(self.selected)
+
+    def _show_why(self, name: str | None) -> None:
+        if name:
+            self._fill_why(name)
 
     def _fill_why(self, name: str) -> None:
         # Computed from the cluster now: the engine's last word may be stale (see ui.waiting).

@@ -63,6 +63,7 @@ class WhatIfView:
                                      lambda: export.what_if(self.state.what_if_result))
         self.source = ColumnDataSource(dict(EMPTY_CDF), name="whatif_cdf")
         fig = figure(height=360, sizing_mode="stretch_width", x_axis_type="log",
+                     name="whatif_cdf_figure",
                      x_axis_label="job completion time (h, log scale)",
                      y_axis_label="share of all jobs completed",
                      title="JCT distribution (CDF of all jobs: a curve ending below 1 left"
