@@ -1,8 +1,9 @@
 """Errors in the served console (issue #15), in a real browser.
 
-- A workload with a job asking for 99,999 GPUs is served; Jobs and Forecasts open, the app
-  stays responsive, and the job shows rejected with its reason (the check `session.refusals`
-  that `workbench simulate` uses too).
+- A workload with a job asking for 99,999 GPUs is served; Jobs and Forecasts open, and the
+  app stays responsive.
+- Jobs that can never run (rigid, bigger than the cluster) show rejected with their reason in
+  Jobs and Decisions (the check `session.refusals` that `workbench simulate` uses too).
 - Backend -> Load with a missing or malformed trace shows one clear line in the app, and the
   app stays on what it was showing.
 
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.ui
 
 from browser import Page, serve
 
-REASON = "rejected: needs 99,999 GPUs, the cluster has 64"
+REASON = "rejected: needs 5 GPUs, the cluster has 4"  # dssm-0 of synthetic:n=6,ps=1
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -51,8 +52,10 @@ def cell_texts(p: Page, field: str) -> list[str]:
     return p.page.locator(f".tabulator-cell[tabulator-field={field}]").all_inner_texts()
 
 
-def test_an_impossible_job_is_rejected_with_its_reason_and_the_server_stays_up(
-        browser, tmp_path, screenshots):
+def test_a_99999_gpu_job_leaves_the_server_responsive(browser, tmp_path, screenshots):
+    """The issue's workload: Jobs and Forecasts open while a job asks for 99,999 GPUs (an
+    elastic Pollux row: tiresias keeps it waiting, and ends it with the run); the server keeps
+    answering throughout."""
     trace = tmp_path / "impossible.csv"
     trace.write_text("name,time,application,num_replicas,batch_size\n"
                      "cifar10-0,107,cifar10,2,2048\n"
@@ -64,22 +67,49 @@ def test_an_impossible_job_is_rejected_with_its_reason_and_the_server_stays_up(
         try:
             p.tab("Jobs")
             p.tab("Forecasts")
-            p.click("Run")  # the big job arrives, is judged and rejected
+            p.click("Run")
             p.tab("Jobs")
             p.wait_for(lambda: "big" in cell_texts(p, "job"), what="the big job listed")
-            p.wait_for(lambda: REASON in cell_texts(p, "reason"), what="its rejection reason")
             assert responds_quickly(url) < 5.0
             p.tab("Forecasts")
             time.sleep(1.0)
             assert responds_quickly(url) < 5.0
+            p.wait_for(lambda: "finished" in p.clock() or "finished" in p.page.content(),
+                       what="the run to end (the big job cannot start)")
+            p.tab("Jobs")
+            p.wait_for(lambda: any("stalled: nothing can change" in t
+                                   for t in cell_texts(p, "reason")),
+                       what="the big job ended with the run, saying why")
+            p.page.screenshot(path=str(screenshots / "ui-99999-gpu-job.png"), full_page=True)
+            assert p.errors == []
+        finally:
+            p.close()
+    finally:
+        stop(proc)
+
+
+def test_an_impossible_job_is_rejected_with_its_reason(browser, screenshots):
+    """Rigid jobs bigger than the whole (4-GPU) cluster: rejected as they arrive, with the
+    reason, in Jobs and in Decisions (by the admission step, the check the CLI uses)."""
+    proc, url = serve("--trace", "synthetic:n=6,ps=1", "--cluster", "1x4", "--speed", "3600")
+    try:
+        p = Page(browser, url)
+        try:
+            p.tab("Jobs")
+            p.tab("Forecasts")
+            p.click("Run")
+            p.tab("Jobs")
+            p.wait_for(lambda: REASON in cell_texts(p, "reason"), what="a rejection reason")
+            assert responds_quickly(url) < 5.0
             p.tab("Decisions")
-            # the admission step's Reject, with the reason (the Jobs tab's cells stay in the page)
             p.wait_for(lambda: "admission" in cell_texts(p, "policy"),
                        what="the admission step's decision")
-            assert cell_texts(p, "reason").count(REASON) >= 2
+            assert cell_texts(p, "reason").count(REASON) >= 2  # in Jobs and in Decisions
+            p.page.screenshot(path=str(screenshots / "ui-impossible-job.png"), full_page=True)
             p.tab("Jobs")
             time.sleep(1.0)
-            p.page.screenshot(path=str(screenshots / "ui-impossible-job.png"), full_page=True)
+            p.page.screenshot(path=str(screenshots / "ui-impossible-job-jobs.png"),
+                              full_page=True)
             assert p.errors == []
         finally:
             p.close()

@@ -267,33 +267,61 @@ def test_sigint_while_writing_decisions_leaves_every_previous_file_whole(tmp_pat
 
 # ---- an impossible job: one check, rejected with its reason ----------------------------------
 
+RIGID = "synthetic:n=6,ps=1"  # parameter-server jobs of 4 to 7 workers, min = max = initial
+
+
 def test_an_impossible_job_is_rejected_with_its_reason_in_the_cli(tmp_path):
-    path = workload(tmp_path, GOOD_ROW + "big,200,cifar10,99999,2048\n")
+    """Rigid jobs bigger than a 4-GPU cluster: every engine gets the same rejections, each
+    with its reason, made as the job arrives."""
     decisions = tmp_path / "d.csv"
     for policy in ("fifo", "tiresias", "optimus"):
-        started = time.monotonic()
-        proc = run("simulate", "--trace", path, "--policy", policy, "--json",
-                   "--decisions", str(decisions))
+        proc = run("simulate", "--trace", RIGID, "--cluster", "1x4", "--policy", policy,
+                   "--json", "--decisions", str(decisions))
         assert proc.returncode == 0, proc.stderr
-        assert time.monotonic() - started < 60
         row = strict_loads(proc.stdout)["results"][0]
-        assert (row["completed"], row["rejected"]) == (1, 1), policy
-        text = decisions.read_text()
-        assert "Reject,big,True,\"rejected: needs 99,999 GPUs, the cluster has 64\"" in text
+        assert (row["completed"], row["rejected"]) == (2, 4), policy
+        rejects = [line for line in decisions.read_text().splitlines() if ",Reject," in line]
+        assert len(rejects) == 4
+        assert all('"rejected: needs ' in r and ' GPUs, the cluster has 4"' in r for r in rejects)
 
 
-def test_the_app_store_and_the_cli_share_the_check(tmp_path):
-    from workbench.session import load_jobs, load_nodes, refusals
+def test_a_99999_gpu_row_is_handled_alike_and_quickly_by_the_cli_and_the_store(tmp_path):
+    """The issue's row: a Pollux job of 99,999 replicas (elastic: its minimum is 1 worker).
+    The CLI and the app's store reach the same outcome, in seconds, under every kind of
+    engine: an elastic one runs it smaller, a rigid one keeps it waiting and ends the run."""
     from workbench.ui.state import WorkbenchState
 
     path = workload(tmp_path, GOOD_ROW + "big,200,cifar10,99999,2048\n")
-    jobs, nodes = load_jobs(path), load_nodes(path, "default")
-    assert refusals(jobs, nodes) == {"big": "rejected: needs 99,999 GPUs, the cluster has 64"}
-    state = WorkbenchState.from_workload(path, "default", "tiresias")
+    for policy in ("fifo", "tiresias", "optimus"):
+        started = time.monotonic()
+        proc = run("simulate", "--trace", path, "--policy", policy, "--json")
+        assert proc.returncode == 0, proc.stderr
+        row = strict_loads(proc.stdout)["results"][0]
+        state = WorkbenchState.from_workload(path, "default", policy)
+        state.run_to_end()
+        summary = state.summary
+        assert (summary["completed"], summary["rejected"]) == (row["completed"], row["rejected"])
+        assert time.monotonic() - started < 60
+
+
+def test_the_app_store_and_the_cli_share_the_check():
+    from workbench.clusters import parse_cluster
+    from workbench.model import JobSpec
+    from workbench.session import refusals
+    from workbench.ui.state import WorkbenchState
+
+    nodes = parse_cluster("default")
+    jobs = [JobSpec("ok", "cifar10", 0.0, 1000.0, 128, initial_workers=2, max_workers=2),
+            JobSpec("big", "cifar10", 60.0, 1000.0, 128, initial_workers=99_999,
+                    min_workers=99_999, max_workers=99_999)]
+    reason = "rejected: needs 99,999 GPUs, the cluster has 64"
+    assert refusals(jobs, nodes) == {"big": reason}
+    state = WorkbenchState.from_workload("notebook", "default", "tiresias", jobs=jobs,
+                                         nodes=nodes)
     state.advance(600)
     jobs_table = state.jobs.set_index("job")
     assert jobs_table.loc["big", "state"] == "rejected"
-    assert jobs_table.loc["big", "reason"] == "rejected: needs 99,999 GPUs, the cluster has 64"
+    assert jobs_table.loc["big", "reason"] == reason
     decisions = state.decisions_frame()
     assert ((decisions.job == "big") & (decisions.action == "Reject")
             & (decisions.policy == "admission")).any()
@@ -307,7 +335,9 @@ def test_refusals_name_the_resource_and_the_task():
 
     nodes = make_cluster(2, 4)
     jobs = [JobSpec("fits", "cifar10", 0, 1, 128, initial_workers=8, max_workers=8),
-            JobSpec("wide", "cifar10", 0, 1, 128, initial_workers=9, max_workers=9),
+            JobSpec("elastic", "cifar10", 0, 1, 128, initial_workers=9, max_workers=9),
+            JobSpec("wide", "cifar10", 0, 1, 128, initial_workers=9, min_workers=9,
+                    max_workers=9),
             JobSpec("fat", "cifar10", 0, 1, 128, worker_demand=Resources(4, 16, 8)),
             JobSpec("ps", "cifar10", 0, 1, 128, num_ps=1, ps_demand=Resources(60, 8, 0))]
     assert refusals(jobs, nodes) == {

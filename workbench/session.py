@@ -10,12 +10,17 @@ mean the same thing (and fail with the same one-line message) wherever they are 
     controller = simulate(nodes, jobs, "tiresias")   # controller.backend is the SimBackend
     controller.run()
 
-A workload is checked against its cluster in one place, `refusals`: a job asking for more than
-the whole cluster holds (99,999 GPUs of 64), or with one task bigger than every node, can never
-run as submitted. `simulate` gives its Controller those verdicts, and it rejects each such job
-with its reason when the job arrives, before any engine sees it: the CLI's results, the app's
-Jobs and Decisions and a notebook's `Workbench()` all show the same rejection, and no engine,
-forecast or view spends time on a job that cannot run.
+A workload is checked against its cluster in one place, `refusals`: a job that even at its
+smallest size needs more than the whole cluster holds (99,999 GPUs of 64), or with one task
+bigger than every node, can never run. `simulate` gives its Controller those verdicts, and it
+rejects each such job with its reason when the job arrives, before any engine sees it: the
+CLI's results, the app's Jobs and Decisions and a notebook's `Workbench()` all show the same
+rejection, and no engine, forecast or view spends time on a job that cannot run.
+
+"Smallest size" is `min_workers`, as the engines' own check (`placement.ledger.never_fits`)
+has it: an elastic job asking for more than the cluster (a Pollux row of 32 replicas on 16
+GPUs, whose minimum is 1) is not refused, since an elastic engine may run it smaller; an
+engine that will not shrink it keeps it waiting with the shortfall as its reason.
 """
 
 from __future__ import annotations
@@ -75,11 +80,11 @@ SAY_FIRST = (2, 0, 1)  # a job short of GPUs is said to be, before its CPUs or m
 
 
 def refusals(jobs: Sequence[JobSpec], nodes: Sequence[Node]) -> dict[str, str]:
-    """Job name -> why it can never run on `nodes` as submitted, for each such job: its
-    initial workers and parameter servers together need more of a resource than the whole
-    cluster has ("rejected: needs 99,999 GPUs, the cluster has 64"), or one of its tasks needs
-    more than the largest node ("... one worker needs 8 GPUs, the largest node has 4").
-    The one check of a workload against its cluster, for the CLI and the app alike."""
+    """Job name -> why it can never run on `nodes`, for each such job: at its minimum size its
+    workers and parameter servers together need more of a resource than the whole cluster has
+    ("rejected: needs 99,999 GPUs, the cluster has 64"), or one of its tasks needs more than
+    the largest node ("... one worker needs 8 GPUs, the largest node has 4"). The one check of
+    a workload against its cluster, for the CLI and the app alike (see the module docstring)."""
     if not jobs or not nodes:
         return {}
     capacity = np.array([[n.cpus, n.mem, n.gpus] for n in nodes], dtype=float)
@@ -88,7 +93,7 @@ def refusals(jobs: Sequence[JobSpec], nodes: Sequence[Node]) -> dict[str, str]:
     shapes: dict[tuple, str | None] = {}
     verdicts: dict[str, str] = {}
     for job in jobs:
-        shape = (job.worker_demand, job.ps_demand, job.initial_workers, job.num_ps)
+        shape = (job.worker_demand, job.ps_demand, job.min_workers, job.num_ps)
         if shape not in shapes:
             shapes[shape] = _shape_refusal(*shape, have, largest)
         if (why := shapes[shape]) is not None:
