@@ -89,6 +89,10 @@ def test_what_if_cdf_is_over_all_jobs_and_labels_the_counts():
     assert by["dl2"][0][-1] == pytest.approx(27 / 160)  # most jobs never completed
     assert by["dl2"][1] == "dl2: 27/160 done, 133 rejected"
     assert by["fifo"][1] == "fifo: 160/160 done"
+    none = _result()
+    none.table.loc[1, ["completed", "rejected"]] = [0, 160]
+    none.jct_h["dl2"] = np.array([])
+    assert "dl2: 0/160 done, 160 rejected" in jct_cdf(none)["label"]  # still in the legend
 
 
 def test_every_engine_has_its_own_colour_the_same_each_time():

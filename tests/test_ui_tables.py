@@ -38,8 +38,8 @@ def _column(p: Page, table: str, field: str) -> list[str]:
 
 
 def _cut_titles(p: Page, table: str) -> list[str]:
-    """Header titles with a word wider than their column leaves beside its sort arrow (titles
-    wrap between words, so only a word too long is cut)."""
+    """Header titles with a word wider than their column (titles wrap between words, so only
+    a word too long is cut)."""
     return p.page.locator(f".{table} .tabulator-col-title").evaluate_all("""els => els
         .filter(e => e.innerText.trim())
         .filter(e => {
@@ -49,7 +49,7 @@ def _cut_titles(p: Page, table: str) -> list[str]:
             const widest = Math.max(...e.innerText.split(/\\s+/).map(word => {
                 probe.textContent = word; return probe.getBoundingClientRect().width; }));
             probe.remove();
-            return widest > e.closest('.tabulator-col').clientWidth - 22;
+            return widest > e.closest('.tabulator-col').clientWidth - 8;
         }).map(e => e.innerText)""")
 
 

@@ -58,8 +58,9 @@ def jct_cdf(result: WhatIfResult) -> dict[str, list]:
         rejected = 0 if row is None else int(row["rejected"])
         total = done if row is None else int(row["completed"] + row["rejected"]
                                              + row["unfinished"])
-        if not len(jct) or not total:
+        if not total:
             continue
+        # An engine that completed nothing still gets its legend entry (and an empty line).
         colour, dash = engine_style(name)
         data["xs"].append(jct)
         data["ys"].append(np.arange(1, len(jct) + 1) / total)
