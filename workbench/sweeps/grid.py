@@ -1,0 +1,235 @@
+"""A sweep's grid: its axes (engines, workloads, loads, clusters, seeds) and fixed options,
+read from the command line, a Python call or a small YAML/TOML file, checked in full before
+anything runs, and expanded into one `RunConfig` per run.
+
+Every bad value is one `ConfigError` naming its key ("engines: unknown engine 'fifoo'; …",
+"loads: expected positive numbers, got 'high'"), so the CLI prints one line, exits 2 and
+writes nothing. A run's key is a hash of its whole configuration: the store skips runs whose
+key it holds, which makes a sweep resumable and a rerun of the same grid free.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from itertools import product
+from typing import Any
+
+from ..errors import ConfigError, InputError, WorkbenchError
+
+AXES = ("engines", "workloads", "loads", "clusters", "seeds")
+OPTIONS = ("limit", "restart_delay")
+KEYS = AXES + OPTIONS
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that decides one run's result; `load` None: the workload's own arrivals,
+    `cluster` None: the workload's usual cluster (`session.cluster_for`)."""
+
+    engine: str
+    workload: str
+    load: float | None
+    cluster: str | None
+    seed: int
+    limit: int | None = None
+    restart_delay: float = 30.0
+
+    @property
+    def key(self) -> str:
+        """16 hex digits of a SHA-256 over the configuration's canonical JSON."""
+        text = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@dataclass
+class Grid:
+    """The axes of a sweep and its fixed options; `runs()` is their product."""
+
+    engines: list[str]
+    workloads: list[str] = field(default_factory=lambda: ["default"])
+    loads: list[float | None] = field(default_factory=lambda: [None])
+    clusters: list[str | None] = field(default_factory=lambda: [None])
+    seeds: list[int] = field(default_factory=lambda: [0])
+    limit: int | None = None
+    restart_delay: float = 30.0
+
+    def runs(self) -> list[RunConfig]:
+        """One config per point, the engine varying fastest: consecutive runs share a
+        workload, which a worker loads once (`run.workload_jobs` caches it)."""
+        return [RunConfig(engine, workload, load, cluster, seed, self.limit, self.restart_delay)
+                for workload, cluster, load, seed, engine in
+                product(self.workloads, self.clusters, self.loads, self.seeds, self.engines)]
+
+    def axes(self) -> dict[str, list]:
+        return {k: getattr(self, k) for k in AXES}
+
+
+def make_grid(values: Mapping[str, Any], where: str = "") -> Grid:
+    """A checked `Grid` from `values` (a parsed sweep file, keyword arguments or CLI options;
+    a list, or a comma-separated string, per axis). `where` (a file name) starts messages."""
+    prefix = f"{where}: " if where else ""
+    try:
+        unknown = sorted(set(values) - set(KEYS))
+        if unknown:
+            raise ConfigError(f"unknown key {unknown[0]!r}; expected {', '.join(KEYS)}")
+        if "engines" not in values:
+            raise ConfigError("engines: missing; name at least one engine")
+        grid = Grid(engines=_engines(values["engines"]))
+        if "workloads" in values:
+            grid.workloads = _strings("workloads", values["workloads"], split=False)
+        if "loads" in values:
+            grid.loads = [_load(v) for v in _items("loads", values["loads"])]
+        if "clusters" in values:
+            grid.clusters = _strings("clusters", values["clusters"])
+        if "seeds" in values:
+            grid.seeds = _seeds(values["seeds"])
+        if values.get("limit") is not None:
+            grid.limit = _number("limit", values["limit"], int, minimum=1)
+        if values.get("restart_delay") is not None:
+            grid.restart_delay = _number("restart_delay", values["restart_delay"], float, 0.0)
+        _check_inputs(grid)
+    except WorkbenchError as e:
+        raise ConfigError(f"{prefix}{e}") from None
+    return grid
+
+
+def read_grid_file(path: str) -> dict[str, Any]:
+    """The mapping in a sweep file: YAML (.yaml, .yml) or TOML (.toml)."""
+    if not os.path.isfile(path):
+        raise InputError("no such sweep file", file=path)
+    try:
+        if path.endswith(".toml"):
+            import tomllib
+
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        elif path.endswith((".yaml", ".yml")):
+            import yaml
+
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f)
+        else:
+            raise InputError("expected a .yaml, .yml or .toml sweep file", file=path)
+    except (ValueError, ImportError) as e:  # tomllib and yaml errors are ValueErrors or YAMLError
+        raise InputError(f"cannot parse: {str(e).splitlines()[0]}", file=path) from None
+    except Exception as e:  # noqa: BLE001 - yaml.YAMLError without importing yaml here
+        raise InputError(f"cannot parse: {str(e).splitlines()[0]}", file=path) from None
+    if not isinstance(data, dict):
+        raise InputError("expected a mapping of keys (engines, workloads, …)", file=path)
+    return data
+
+
+def _items(key: str, value: Any, split: bool = True) -> list:
+    """`value` as a non-empty list: a list as is, a string split at commas (when `split`)."""
+    if isinstance(value, str):
+        items = [s.strip() for s in value.split(",")] if split else [value.strip()]
+        items = [s for s in items if s]
+    elif isinstance(value, (list, tuple)):
+        items = list(value)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        items = [value]
+    else:
+        raise ConfigError(f"{key}: expected a list, got {value!r}")
+    if not items:
+        raise ConfigError(f"{key}: empty; give at least one value")
+    return items
+
+
+def _strings(key: str, value: Any, split: bool = True) -> list[str]:
+    items = _items(key, value, split)
+    for v in items:
+        if not isinstance(v, str) or not v.strip():
+            raise ConfigError(f"{key}: expected names, got {v!r}")
+    return [v.strip() for v in items]
+
+
+def _engines(value: Any) -> list[str]:
+    from ..policies import check_engine
+
+    names = _strings("engines", value)
+    for name in names:
+        check_engine(name, "engines")
+    return names
+
+
+def _load(value: Any) -> float | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("trace", "none")):
+        return None
+    try:
+        load = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"loads: expected positive numbers (or 'trace'), got {value!r}") from None
+    if not (load > 0 and math.isfinite(load)) or isinstance(value, bool):
+        raise ConfigError(f"loads: expected positive numbers (or 'trace'), got {value!r}")
+    return load
+
+
+def _seeds(value: Any) -> list[int]:
+    """`10` (seeds 0..9), `"3-7"` (3..7), or a list of seeds."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ConfigError(f"seeds: expected a count >= 1, a range like 0-9 or a list, got {value}")
+        return list(range(value))
+    if isinstance(value, str) and "-" in value and "," not in value:
+        low, _, high = value.partition("-")
+        try:
+            seeds = list(range(int(low), int(high) + 1))
+        except ValueError:
+            raise ConfigError(f"seeds: expected a range like 0-9, got {value!r}") from None
+        if not seeds or int(low) < 0:
+            raise ConfigError(f"seeds: expected a range like 0-9, got {value!r}")
+        return seeds
+    if isinstance(value, str) and "," not in value:
+        return _seeds(_number("seeds", value, int, minimum=1))
+    seeds = [_number("seeds", v, int, minimum=0) for v in _items("seeds", value)]
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seeds: a seed is listed twice in {seeds}")
+    return seeds
+
+
+def _number(key: str, value: Any, kind: type, minimum: float) -> Any:
+    try:
+        if isinstance(value, bool) or (kind is int and isinstance(value, float)
+                                       and not value.is_integer()):
+            raise ValueError
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key}: expected {'an integer' if kind is int else 'a number'}"
+                          f" >= {minimum:g}, got {value!r}") from None
+    if not (number >= minimum and math.isfinite(number)):
+        raise ConfigError(f"{key}: expected a number >= {minimum:g}, got {value!r}")
+    return number
+
+
+def _check_inputs(grid: Grid) -> None:
+    """Load each workload (its first job) and build each cluster once, so a bad name fails
+    now, naming its key, instead of in every run."""
+    from ..clusters import parse_cluster
+    from .workloads import check_workload
+
+    for workload in grid.workloads:
+        try:
+            check_workload(workload, grid.seeds[0])
+        except WorkbenchError as e:
+            raise ConfigError(f"workloads: {workload!r}: {e}") from None
+    for cluster in grid.clusters:
+        try:
+            parse_cluster(cluster)
+        except WorkbenchError as e:
+            raise ConfigError(f"clusters: {str(e).removeprefix('--cluster: ')}") from None
+
+
+def describe(grid: Grid) -> str:
+    """`12 engines × 8 workloads × 4 loads × 1 cluster × 10 seeds = 3,840 runs`."""
+    parts = [f"{len(v)} {k if len(v) != 1 else k[:-1]}" for k, v in grid.axes().items()]
+    return " × ".join(parts) + f" = {len(grid.runs()):,} runs"
+
+
+def as_values(engines: Iterable[str] | str, **axes: Any) -> dict[str, Any]:
+    """Keyword arguments to `make_grid` values, leaving out those not given (None)."""
+    return {"engines": engines, **{k: v for k, v in axes.items() if v is not None}}

@@ -1,0 +1,100 @@
+"""A sweep's results on disk: one tidy Parquet table (and a CSV copy on request), written as
+the runs finish, resumable, and never half-written.
+
+Each finished run is written at once as its own one-row Parquet part, `.NAME.parts/KEY.parquet`
+beside the table, through `output.atomic_path` (temporary file + rename): a crash, a lost
+worker or Ctrl-C loses at most the runs in flight. Every `CONSOLIDATE_EVERY` parts, and when
+the sweep ends or stops, the table is rewritten (atomically again) from the old table and the
+parts, and only then are those parts removed. A part is named by its run's key, so a run
+stored twice is one row; reading takes the table and any parts left over, one row per key.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from ..output import atomic_path, check_writable
+
+CONSOLIDATE_EVERY = 200
+LIST_COLUMNS = ("jct_pct_h",)  # Parquet only: a CSV cell holds no list
+
+
+class ResultStore:
+    """The rows of `path` (a .parquet file; None: kept in memory only), CSV copy at `csv`."""
+
+    def __init__(self, path: str | None, csv: str | None = None) -> None:
+        self.path, self.csv = path, csv
+        self.rows: list[dict[str, Any]] = []  # this session's, not yet in the table
+        self.parts: list[str] = []
+        if path is not None:
+            check_writable(path, "--out")
+            folder, name = os.path.split(os.path.abspath(path))
+            self.parts_dir = os.path.join(folder, f".{name}.parts")
+        if csv is not None:
+            check_writable(csv, "--csv")
+
+    def read(self) -> pd.DataFrame:
+        """Every stored row, one per key: the table's, then leftover parts', then this
+        session's."""
+        frames = []
+        if self.path is not None:
+            if os.path.exists(self.path):
+                frames.append(pd.read_parquet(self.path))
+            if os.path.isdir(self.parts_dir):
+                frames += [pd.read_parquet(os.path.join(self.parts_dir, f))
+                           for f in sorted(os.listdir(self.parts_dir)) if f.endswith(".parquet")]
+        if self.rows:
+            frames.append(pd.DataFrame(self.rows))
+        frames = [f for f in frames if len(f)]
+        if not frames:
+            return pd.DataFrame({"key": pd.Series(dtype=str)})
+        table = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        return table.drop_duplicates("key", keep="first").reset_index(drop=True)
+
+    def done_keys(self) -> set[str]:
+        return set(self.read()["key"])
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Keep `row` (its part on disk before this returns); rewrite the table now and then."""
+        self.rows.append(row)
+        if self.path is None:
+            return
+        os.makedirs(self.parts_dir, exist_ok=True)
+        part = os.path.join(self.parts_dir, f"{row['key']}.parquet")
+        with atomic_path(part, "--out") as tmp:
+            pd.DataFrame([row]).to_parquet(tmp, index=False)
+        self.parts.append(part)
+        if len(self.parts) >= CONSOLIDATE_EVERY:
+            self.consolidate()
+
+    def consolidate(self, order: Sequence[str] = ()) -> pd.DataFrame:
+        """Write the whole table (rows in the order of the keys in `order`, then the rest by
+        key) and the CSV copy, then drop the parts it now holds. Returns the table."""
+        table = sort_rows(self.read(), order)
+        if self.path is None:
+            return table
+        with atomic_path(self.path, "--out") as tmp:
+            table.to_parquet(tmp, index=False)
+        if self.csv is not None:
+            with atomic_path(self.csv, "--csv") as tmp:
+                table.drop(columns=[c for c in LIST_COLUMNS if c in table]).to_csv(tmp,
+                                                                                   index=False)
+        for part in (os.path.join(self.parts_dir, f) for f in os.listdir(self.parts_dir)
+                     ) if os.path.isdir(self.parts_dir) else ():
+            os.remove(part)
+        if os.path.isdir(self.parts_dir):
+            os.rmdir(self.parts_dir)
+        self.rows, self.parts = [], []
+        return table
+
+
+def sort_rows(table: pd.DataFrame, order: Sequence[str]) -> pd.DataFrame:
+    """`table` with the rows of `order`'s keys first, in that order, then the others by key."""
+    rank = {key: i for i, key in enumerate(order)}
+    position = table["key"].map(lambda k: (rank.get(k, len(rank)), k))
+    return table.iloc[sorted(range(len(table)), key=lambda i: position.iloc[i])
+                      ].reset_index(drop=True)

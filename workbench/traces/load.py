@@ -1,0 +1,60 @@
+"""Offered load of any workload, and the same workload at another load.
+
+The definition is the one the Philly samples use (`philly_sample`, `philly_ps_workload`): the
+jobs' GPU-seconds at their submitted sizes and ideal speeds, over the arrival window, divided
+by the cluster's GPUs. `at_load` reaches a load by stretching or squeezing the arrival times
+(and each deadline with its job), so the jobs themselves stay as the trace has them; a sweep's
+`loads` axis goes through it for every workload without a load of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..model import JobSpec
+
+
+def gpu_seconds(jobs: Sequence[JobSpec], perf=None) -> float:
+    """The GPU-seconds `jobs` need at their submitted sizes and ideal speeds."""
+    if perf is None:
+        from ..perf import default_perf
+
+        perf = default_perf()
+    total = 0.0
+    for job in jobs:
+        try:
+            rate = perf.ideal_rate(job, job.initial_workers)
+        except KeyError as e:  # an application without a measured profile
+            raise ConfigError(f"load: no speed model for job {job.name} ({e.args[0]})") from None
+        gpus = job.initial_workers * job.worker_demand.gpu + job.num_ps * job.ps_demand.gpu
+        total += job.total_work / rate * gpus if rate > 0 else 0.0
+    return total
+
+
+def offered_load(jobs: Sequence[JobSpec], cluster_gpus: float, perf=None) -> float:
+    """GPU-seconds over the arrival window per cluster GPU (NaN for a window of no length)."""
+    arrivals = [j.arrival for j in jobs]
+    span = max(arrivals) - min(arrivals) if arrivals else 0.0
+    return gpu_seconds(jobs, perf) / (cluster_gpus * span) if span > 0 else float("nan")
+
+
+def at_load(jobs: Sequence[JobSpec], cluster_gpus: float, load: float, perf=None
+            ) -> list[JobSpec]:
+    """`jobs` with their arrivals (from the first) scaled so their `offered_load` on
+    `cluster_gpus` GPUs is `load`; each deadline keeps its distance from its arrival."""
+    if not load > 0 or not np.isfinite(load):
+        raise ConfigError(f"load: expected a positive number, got {load}")
+    current = offered_load(jobs, cluster_gpus, perf)
+    if not np.isfinite(current) or current <= 0:
+        return list(jobs)  # all at one instant (or no work): no window to scale
+    factor = current / load
+    start = min(j.arrival for j in jobs)
+    out = []
+    for job in jobs:
+        arrival = start + (job.arrival - start) * factor
+        deadline = None if job.deadline is None else arrival + (job.deadline - job.arrival)
+        out.append(job.with_(arrival=arrival, deadline=deadline))
+    return out
