@@ -246,8 +246,8 @@ def test_locked_console_can_view_the_cluster_but_not_change_it(cluster, kubeconf
         assert not state.running and controls.play.value is False
         assert "Not done" in controls.message.object
         controls.step.clicks += 1
-        controls.candidate.value = "tiresias"
-        controls._apply(None)
+        controls.switch.candidate.value = "tiresias"
+        controls.switch.apply_choice()
         assert state.policy == "fifo"
         # Viewing works: the jobs are listed, waiting; nothing was bound.
         _refreshed(state, lambda s: set(s.jobs["job"]) == {j.name for j in specs},
@@ -346,9 +346,9 @@ def test_the_controls_switch_a_simulated_console_to_the_cluster(cluster, kubecon
         console.sync()
         assert 0 <= console.forecasts.now_line.location < 1.0
         # A switch from the controls: marked at a small hour, reported on the wall clock.
-        controls.candidate.value = "tiresias"
-        assert "No forecast on a real cluster" in controls.preview_text.object
-        controls._apply(None)
+        controls.switch.candidate.value = "tiresias"
+        assert "No forecast on a real cluster" in controls.switch.preview_text.object
+        controls.switch.apply_choice()
         assert state.policy == "tiresias"
         assert re.search(r"switched to tiresias at \d\d:\d\d:\d\d UTC", state.message)
         assert 0 <= state.switches_frame()["time_h"].iloc[-1] < 1.0

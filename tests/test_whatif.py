@@ -120,3 +120,166 @@ def test_the_console_headline_says_paused_after_pause():
     wb.controls.play.value = False  # Pause
     wb.sync()
     assert "· paused" in wb.controls.clock.object and "running\n" not in wb.controls.clock.object
+
+
+# ---- item 6: switch previews --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def at_1_44h():
+    store = WorkbenchState.from_workload()  # tiresias on the 160 Philly jobs, 64 GPUs
+    store.advance(1.44 * 3600)
+    return store
+
+
+def test_a_preview_shows_rejections_and_unfinished_jobs_and_warns_of_an_engine_that_cannot_run_them(
+        at_1_44h):
+    p = at_1_44h.preview_switch("dl2")
+    rows = p.comparison().set_index("over the horizon")
+    assert {"jobs rejected", "unfinished at the end"} <= set(rows.index)
+    t = p.table.set_index("policy")
+    assert t.loc["tiresias", "rejected"] == 0 and t.loc["dl2", "rejected"] > t.loc["dl2",
+                                                                                   "completed"]
+    assert rows.loc["jobs rejected", "dl2"] == f"{t.loc['dl2', 'rejected']:.0f}"
+    assert (t.unfinished >= t.queued_at_end).all()
+    assert "rejected 0 → " in p.summary()
+    first = p.warnings()[0]
+    assert first.startswith("dl2 cannot run most of this workload: it rejects")
+    assert "parameter-server jobs only" in first  # the engine's own reason, most common first
+    assert p.harmful
+
+
+def test_a_preview_says_when_it_was_computed_for_and_goes_stale(at_1_44h):
+    p = at_1_44h.preview_switch("fifo")
+    assert p.start == at_1_44h.now and not p.stale(at_1_44h.now)
+    assert p.harmful and p.warnings() == [
+        f"fewer jobs completed: {p.table.completed[0]:.0f} → {p.table.completed[1]:.0f}"]
+    assert p.stale(at_1_44h.now + 1)
+
+
+def console(store, locked=False):
+    from bokeh.document import Document
+
+    from workbench.ui.app import Workbench
+
+    wb = Workbench(state=store, inline=False, locked=locked)
+    wb.layout.get_root(Document())
+    return wb.console
+
+
+def settle(panel, timeout=60.0):
+    """Wait for the preview an async watcher computes in a worker thread."""
+    import time
+
+    end = time.monotonic() + timeout
+    while panel.preview is None and time.monotonic() < end:
+        time.sleep(0.1)
+    return panel.preview
+
+
+def test_a_harmful_switch_needs_confirmation():
+    import asyncio
+
+    store = WorkbenchState.from_workload()
+    store.advance(1.44 * 3600)
+    sw = console(store).controls.switch
+    sw.candidate.value = "dl2"
+    p = settle(sw)
+    assert p is not None and p.harmful
+    assert sw.warning.visible and "cannot run most of this workload" in sw.warning.object
+    assert sw.confirm.visible and sw.apply.disabled  # not until the operator confirms
+    assert "Computed for 1.4" in sw.age.object and "as it is now" in sw.age.object
+    sw.apply_choice()  # what a browser could send anyway: refused on the server
+    assert store.policy == "tiresias" and "Not applied" in sw.preview_text.object
+    sw.confirm.value = True
+    assert not sw.apply.disabled
+    asyncio.run(sw._on_apply(None))  # fresh (the run has not moved): applied at once
+    assert store.policy == "dl2" and sw.preview is None
+
+
+def test_apply_recomputes_a_stale_preview_first():
+    import asyncio
+
+    store = WorkbenchState.from_workload(policy="fifo")
+    store.advance(2 * 3600)
+    sw = console(store).controls.switch
+    sw.candidate.value = "tiresias"
+    p = settle(sw)
+    assert p is not None and not p.harmful
+    store.advance(3600)  # the run moves on: the preview goes stale and says so
+    sw.sync()
+    assert "the run is at 3.0" in sw.age.object and "Apply recomputes it first" in sw.age.object
+    n_switches = len(store.recorder.switches)
+    asyncio.run(sw._on_apply(None))
+    assert store.policy == "tiresias" and len(store.recorder.switches) == n_switches + 1
+    assert store.recorder.switches[-1][0] == store.now  # applied on the run as it is now
+
+
+def test_a_stale_preview_that_turns_harmful_is_not_applied_without_confirmation():
+    import asyncio
+
+    store = WorkbenchState.from_workload()
+    store.advance(1.44 * 3600)
+    sw = console(store).controls.switch
+    sw.candidate.value = "fifo"
+    settle(sw)
+    sw.preview.table.loc[1, "completed"] = sw.preview.table.completed[0]  # say it was harmless
+    sw.show(sw.preview)
+    assert not sw.preview.harmful and not sw.apply.disabled
+    store.advance(1800)
+    asyncio.run(sw._on_apply(None))
+    assert store.policy == "tiresias"  # the fresh forecast predicts harm: shown, not applied
+    assert sw.preview.start == store.now and sw.preview.harmful and sw.confirm.visible
+    assert "Not applied yet" in sw.preview_text.object
+
+
+# ---- item 3: a shared store ---------------------------------------------------------------
+
+
+def test_a_read_only_session_cannot_preview_or_run_what_ifs():
+    import asyncio
+
+    store = WorkbenchState.from_workload()
+    viewer = console(store, locked=True)
+    assert viewer.controls.switch.candidate.disabled
+    assert viewer.what_if.run_button.disabled and "Read-only" in viewer.what_if.status.object
+    viewer.controls.switch.candidate.value = "fifo"  # what a browser could send anyway
+    assert viewer.controls.switch.preview is None
+    assert "read-only session cannot preview" in viewer.controls.switch.preview_text.object
+    asyncio.run(viewer.what_if._run(None))
+    assert viewer.what_if.result is None and "Not done" in viewer.what_if.status.object
+
+
+def test_each_session_sees_its_own_what_if_and_one_runs_at_a_time():
+    import asyncio
+    import threading
+
+    from workbench.whatif import Busy
+
+    store = WorkbenchState.from_workload(limit=40)
+    a, b = console(store), console(store)
+    a.what_if.engines.value = b.what_if.engines.value = ["fifo"]
+    asyncio.run(a.what_if._run(None))
+    assert a.what_if.result is not None and b.what_if.result is None
+    a.what_if.sync()
+    b.what_if.sync()
+    assert list(a.what_if.table.value.policy) == ["fifo"] and b.what_if.table.value.empty
+    asyncio.run(b.what_if._run(None))
+    assert b.what_if.result is not a.what_if.result  # b's own; a's is untouched
+    # One what-if at a time on a store: a second one asked for meanwhile is refused.
+    started, release = threading.Event(), threading.Event()
+
+    def slow():
+        started.set()
+        release.wait(10)
+
+    first = threading.Thread(target=store.heavy.guard("a what-if of 12 engines", slow))
+    first.start()
+    started.wait(10)
+    with pytest.raises(Busy, match="a what-if of 12 engines is running"):
+        store.heavy.guard("another", lambda: None)()
+    asyncio.run(b.what_if._run(None))
+    assert "what-if not run: a what-if of 12 engines is running" in b.what_if.status.object
+    release.set()
+    first.join()
+    assert store.heavy.guard("again", lambda: 1)() == 1

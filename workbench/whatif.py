@@ -17,10 +17,12 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -35,6 +37,7 @@ from .policies.base import Policy
 WHAT_IF_COLUMNS = ("completed", "rejected", "unfinished", "avg_jct_h", "median_jct_h",
                    "p95_jct_h", "makespan_h", "avg_queue_h", "deadline_hit_rate",
                    "gpu_alloc_util", "restarts")
+T = TypeVar("T")
 RUN_SLICE = 50  # rounds between two looks at the wall clock of a budgeted run
 
 
@@ -83,18 +86,22 @@ def run_ahead(controller: Controller, until: float | None, deadline: float | Non
 
 # ---- a switch preview ------------------------------------------------------------------------
 
-PREVIEW_LABELS = {"completed": "jobs completed", "deadline_hits": "deadlines met",
-                  "mean_jct_h": "mean JCT of those (h)", "queued_at_end": "queued at the end",
+PREVIEW_LABELS = {"completed": "jobs completed", "rejected": "jobs rejected",
+                  "deadline_hits": "deadlines met", "mean_jct_h": "mean JCT of those (h)",
+                  "queued_at_end": "queued at the end", "unfinished": "unfinished at the end",
                   "gpu_util": "GPU allocation", "restarts": "restarts (all jobs)"}
+CANNOT_RUN_SHARE = 0.5  # an engine rejecting this share of the jobs it saw cannot run them
+HARM_SHARE = 0.1  # fewer completions by this share (and at least 2) is predicted harm
 
 
 @dataclass
 class SwitchPreview:
-    """What switching from `current` to `candidate` is forecast to change over `horizon` s."""
+    """What switching from `current` to `candidate` is forecast to change over `horizon` s,
+    computed for the cluster as it was at `start` (the fork): it goes stale as the run moves."""
 
     current: str
     candidate: str
-    start: float
+    start: float  # the backend clock it was computed for
     horizon: float
     table: pd.DataFrame  # one row per policy: completed, deadline hits, JCT, queue, utilisation
     changes: pd.DataFrame  # jobs whose outcome differs most
@@ -119,7 +126,39 @@ class SwitchPreview:
             parts.append(f"mean JCT of those {a.mean_jct_h:.2f} h → {b.mean_jct_h:.2f} h")
         if a.deadline_jobs or b.deadline_jobs:
             parts.append(f"deadlines met {a.deadline_hits:.0f} → {b.deadline_hits:.0f}")
+        if a.rejected or b.rejected:
+            parts.append(f"rejected {a.rejected:.0f} → {b.rejected:.0f}")
         return f"over the next {self.horizon / 3600:g} h: " + ", ".join(parts)
+
+    def warnings(self) -> list[str]:
+        """What the switch is predicted to make worse, and whether the candidate can run this
+        workload at all; empty when nothing is predicted to get worse."""
+        t = self.table.set_index("policy")
+        a, b = t.iloc[0], t.iloc[1]
+        out = []
+        seen = max(int(b.jobs_seen), 1)
+        if b.rejected >= CANNOT_RUN_SHARE * seen and b.rejected > a.rejected:
+            why = f" ({b.top_rejection})" if b.top_rejection else ""
+            out.append(f"{self.candidate} cannot run most of this workload: it rejects"
+                       f" {b.rejected:.0f} of the {seen} jobs it sees in the next"
+                       f" {self.horizon / 3600:g} h{why}")
+        elif b.rejected > a.rejected:
+            out.append(f"{self.candidate} rejects {b.rejected - a.rejected:.0f} more jobs"
+                       f" ({a.rejected:.0f} → {b.rejected:.0f})")
+        if a.completed - b.completed >= max(2.0, HARM_SHARE * a.completed):
+            out.append(f"fewer jobs completed: {a.completed:.0f} → {b.completed:.0f}")
+        if b.deadline_hits < a.deadline_hits:
+            out.append(f"fewer deadlines met: {a.deadline_hits:.0f} → {b.deadline_hits:.0f}")
+        return out
+
+    @property
+    def harmful(self) -> bool:
+        """The switch is predicted to do harm: applying it should be confirmed."""
+        return bool(self.warnings())
+
+    def stale(self, now: float) -> bool:
+        """The run has moved on since the preview was computed."""
+        return now > self.start
 
 
 def prepare_preview(backend: Forkable, current: Policy, candidate: Policy, horizon: float
@@ -151,19 +190,24 @@ def prepare_preview(backend: Forkable, current: Policy, candidate: Policy, horiz
 
 def horizon_row(run: ForkRun, start: float, base_usage: Any) -> dict[str, Any]:
     """A run's outcome since `start` (when it was forked): jobs completed since, the deadlines
-    among them met, their mean JCT, the queue at the end, the GPU allocation since."""
+    among them met, their mean JCT, jobs rejected since (and the commonest reason), the queue
+    and the unfinished jobs at the end, the GPU allocation since, the jobs it saw."""
     backend = run.controller.backend
     jobs = list(backend.jobs.values())
     done = job_metrics(j for j in jobs if j.state is JobState.COMPLETED and j.finish_time > start)
+    rejected = [j for j in jobs if j.state is JobState.REJECTED and j.finish_time > start]
+    reasons = Counter(j.reason.removeprefix("rejected: ") for j in rejected).most_common(1)
+    seen = sum(1 for j in jobs if not (j.state.finished and j.finish_time <= start))
     hits = round(done["deadline_hit_rate"] * done["deadline_jobs"]) if done["deadline_jobs"] else 0
     since = usage_since(backend.usage, base_usage)
     queued = sum(1 for j in list(backend.active.values())
                  if j.state in (JobState.PENDING, JobState.HOLDING))
-    return {"policy": run.label, "completed": done["completed"],
+    return {"policy": run.label, "completed": done["completed"], "rejected": len(rejected),
             "deadline_jobs": done["deadline_jobs"] + _missed_since(jobs, start, backend.now),
             "deadline_hits": hits, "mean_jct_h": done["avg_jct_h"], "queued_at_end": queued,
-            "gpu_util": usage_metrics(since)["gpu_alloc_util"],
-            "restarts": sum(j.restarts for j in jobs), "rounds": run.controller.rounds}
+            "unfinished": len(backend.active), "gpu_util": usage_metrics(since)["gpu_alloc_util"],
+            "restarts": sum(j.restarts for j in jobs), "rounds": run.controller.rounds,
+            "jobs_seen": seen, "top_rejection": reasons[0][0] if reasons else ""}
 
 
 def usage_since(usage: Any, before: Any) -> Any:
@@ -235,6 +279,37 @@ def _short(value: Any, key: str) -> str:
 
 
 # ---- every engine to the end --------------------------------------------------------------
+
+
+class Busy(RuntimeError):
+    """Refused: the same kind of heavy work is already running on this store."""
+
+
+class OneAtATime:
+    """Heavy fork work on one store, one at a time. A what-if runs every engine to the end
+    (seconds to minutes of CPU each); on a shared console a second one asked for meanwhile is
+    refused, naming the first, rather than queued behind it or run beside it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.running = ""  # what runs now
+
+    def guard(self, what: str, job: Callable[[], T]) -> Callable[[], T]:
+        """`job`, refused with `Busy` when called while another guarded job runs."""
+
+        def run() -> T:
+            if not self._lock.acquire(blocking=False):
+                raise Busy(f"{self.running or 'another what-if'} is running on this cluster;"
+                           " try again when it is done")
+            self.running = what
+            try:
+                return job()
+            finally:
+                self.running = ""
+                self._lock.release()
+
+        return run
+
 
 
 @dataclass

@@ -108,7 +108,7 @@ class Console:
         self.jobs = JobsView(s)
         self.forecasts = ForecastView(s)
         self.timeline = TimelineView(s)
-        self.what_if = WhatIfView(s)
+        self.what_if = WhatIfView(s, may_run=lambda: self.controls.may_change)
         self.engine = EngineView(s)
         self.decisions = DecisionsView(s)
         panels = (self.cluster.panel, self.jobs.panel, self.forecasts.panel,

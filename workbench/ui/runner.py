@@ -18,6 +18,7 @@ import param
 
 from ..backend import Backend, Forkable
 from ..control import Controller
+from ..whatif import OneAtATime
 
 
 class SchedulerThread:
@@ -77,6 +78,7 @@ class RunControls(param.Parameterized):
 
     def __init__(self, **params) -> None:
         super().__init__(**params)
+        self.heavy = OneAtATime()  # what-ifs from the consoles on this store: one at a time
         # Pausing, playing and finishing change what the headline says but not the run's data:
         # views redraw on `version`, so these bump it too (else the headline keeps "running").
         self.param.watch(self._status_moved, ["running", "finished"])

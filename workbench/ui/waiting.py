@@ -60,8 +60,10 @@ def _blocker(job: JobStatus, state: ClusterState, hours: Callable[[float], float
         fits = ledger.pack(spec.worker_demand, missing) is not None
         status = f"holds {held} of its {spec.initial_workers} workers"
         if not fits:
-            return f"{status}; the rest does not fit now: {_bare(describe_shortfall(ledger, job, missing))}; {queue}."
-        return f"{status}; the rest fits now; {queue}. {_when(state, hours, next_round, round_interval)}"
+            short = _bare(describe_shortfall(ledger, job, missing))
+            return f"{status}; the rest does not fit now: {short}; {queue}."
+        return (f"{status}; the rest fits now; {queue}."
+                f" {_when(state, hours, next_round, round_interval)}")
     fits = ledger.place_gang(job, spec.initial_workers) is not None
     ask = f"needs {need_gpus:g} GPUs" if need_gpus else "needs no GPU"
     if not fits:

@@ -1,5 +1,5 @@
-"""Controls: the clock, run/pause/step and speed, the engine (with a forecast of what a
-switch changes, shown before it is applied), and the backend: a simulated cluster (a preset
+"""Controls: the clock, run/pause/step and speed, the engine (the switch with its forecast is
+`switch.SwitchPanel`'s), and the backend: a simulated cluster (a preset
 and a trace) or a Kubernetes cluster (a kubeconfig's context and a namespace).
 Widgets only call the store's methods; when the store's controls are locked (a real cluster
 seen without the access token) they are disabled."""
@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import time
 
-import pandas as pd
 import panel as pn
 
 from ...clusters import PRESETS
 from ...errors import ConfigError, WorkbenchError
-from ...placement.plugins import PLACEMENT_PLUGINS
 from ...policies import available
-from ...policies.base import placement_engines
 from ..connection import default_kubeconfig, kubeconfig_contexts
 from ..state import WorkbenchState
 from ._base import View
+from .switch import SwitchPanel
 
 SPEEDS = {"1 min / s": 60.0, "10 min / s": 600.0, "30 min / s": 1800.0, "1 h / s": 3600.0,
           "6 h / s": 21600.0, "1 day / s": 86400.0}
@@ -43,7 +41,6 @@ def one_line(e: BaseException) -> str:
 
 
 BACKENDS = ("simulated", "Kubernetes")
-OWN_PLACEMENT = "(engine's own)"
 
 
 class ControlsView(View):
@@ -58,9 +55,9 @@ class ControlsView(View):
         self.real_ok = (not locked) if real_ok is None else bool(real_ok)
         self.connect_options: dict = {}  # more for `state.connect` (e.g. clock_speed)
         self.after_action = lambda: None  # the shell redraws the views right after an action
-        self.preview = None
         self._build_clock(state)
-        self._build_engine_choice()
+        self.engine = pn.pane.Markdown("", margin=(0, 10))
+        self.switch = SwitchPanel(state, lambda: self.may_change, self._guard)
         known = self._build_backend(state)
         self.lock_note = pn.pane.Alert("", alert_type="warning", visible=False)
         self.message = pn.pane.Markdown("", margin=(0, 10), styles={"color": "#555"})
@@ -68,9 +65,7 @@ class ControlsView(View):
         self.panel = pn.Column(
             self.lock_note, self.clock,
             pn.Row(self.play, self.step, self.to_end), self.speed,
-            pn.layout.Divider(), self.engine, pn.Row(self.candidate, self.placement),
-            self.preview_text,
-            pn.Row(self.apply, self.cancel), self.preview_table, self.preview_changes,
+            pn.layout.Divider(), self.engine, self.switch.panel,
             pn.layout.Divider(), self.backend_card,
             self.message, sizing_mode="stretch_width", name="Controls")
         self._kind = None
@@ -92,30 +87,6 @@ class ControlsView(View):
         self.step.on_click(lambda e: self._guard(state.step))
         self.to_end.on_click(lambda e: self._guard(state.run_to_end))
         self.speed.param.watch(self._speed, "value")
-
-    def _build_engine_choice(self) -> None:
-        """The engine to switch to (with a placement plugin), its preview, apply and cancel."""
-        self.engine = pn.pane.Markdown("", margin=(0, 10))
-        self.candidate = pn.widgets.Select(label="switch to", options=[""] + available(), width=140)
-        self.placement = pn.widgets.Select(label="placement",
-                                           options=[OWN_PLACEMENT, *PLACEMENT_PLUGINS],
-                                           width=140, disabled=True)
-        self.candidate.param.watch(self._consider, "value")
-        self.placement.param.watch(self._consider, "value")
-        self.preview_text = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
-        self.preview_table = pn.widgets.Tabulator(
-            pd.DataFrame(), show_index=False, disabled=True, visible=False,
-            sizing_mode="stretch_width", layout="fit_data_stretch")
-        self.preview_changes = pn.widgets.Tabulator(pd.DataFrame(), show_index=False,
-                                                    disabled=True, visible=False,
-                                                    pagination="local", page_size=6,
-                                                    sizing_mode="stretch_width",
-                                                    layout="fit_data_stretch")
-        self.apply = pn.widgets.Button(label="Apply switch", color="primary", width=140,
-                                       disabled=True)
-        self.cancel = pn.widgets.Button(label="Cancel", width=80, disabled=True)
-        self.apply.on_click(self._apply)
-        self.cancel.on_click(lambda e: self._reset_candidate())
 
     def _build_backend(self, state: WorkbenchState) -> dict:
         """The backend card: a simulation (preset + trace) or a Kubernetes cluster (a
@@ -192,74 +163,6 @@ class ControlsView(View):
         self._guard(self.state.play if event.new else self.state.pause)
         if self.play.value != self.state.running:
             self.play.value = self.state.running
-
-    @property
-    def choice(self) -> str:
-        """The engine chosen to switch to, with its placement plugin if one is chosen."""
-        engine, plugin = self.candidate.value, self.placement.value
-        return f"{engine}+{plugin}" if engine and plugin != OWN_PLACEMENT else engine
-
-    async def _consider(self, event) -> None:
-        import asyncio
-
-        takes = self.candidate.value in placement_engines()
-        self.placement.disabled = not takes
-        if not takes and self.placement.value != OWN_PLACEMENT:
-            self.placement.value = OWN_PLACEMENT  # its watcher considers the choice again
-            return
-        name = self.choice
-        self.preview = None
-        self._show_preview(None)
-        if not name:
-            return
-        if name == self.state.policy:
-            self.preview_text.object = f"{name} is already scheduling."
-            return
-        if not self.state.simulated:
-            self.preview_text.object = ("No forecast on a real cluster (it cannot be forked):"
-                                        " the switch applies from the next round.")
-            self.apply.disabled = not self.may_change
-            self.cancel.disabled = False
-            return
-        self.preview_text.object = f"Forecasting what a switch to **{name}** changes…"
-        try:
-            job = self.state.prepare_preview(name)  # forks now, on the app's thread
-            preview = await asyncio.to_thread(job)
-        except Exception as e:  # noqa: BLE001 - shown to the user, the console carries on
-            self.preview_text.object = f"forecast failed: {e}"
-            return
-        if self.choice == name:  # still the one asked about
-            self.preview = preview
-            self._show_preview(preview)
-
-    def _show_preview(self, p) -> None:
-        if p is None:
-            self.preview_table.visible = self.preview_changes.visible = False
-            self.apply.disabled = self.cancel.disabled = True
-            if not self.candidate.value:
-                self.preview_text.object = ""
-            return
-        self.preview_text.object = (f"**If you switch {p.current} → {p.candidate} now** (forecast by"
-                                    f" forking the simulator, {p.seconds:.1f} s): {p.summary()}."
-                                    " Below: the two engines side by side, then the jobs whose"
-                                    " outcome changes most.")
-        self.preview_table.value = p.comparison()
-        self.preview_changes.value = p.changes
-        self.preview_table.visible = self.preview_changes.visible = True
-        self.apply.disabled = not self.may_change
-        self.cancel.disabled = False
-
-    def _apply(self, _event) -> None:
-        name = self.choice
-        if name:
-            self._guard(self.state.switch_policy, name)
-        self._reset_candidate()
-
-    def _reset_candidate(self) -> None:
-        self.candidate.value = ""
-        self.preview = None
-        self._show_preview(None)
-        self.preview_text.object = ""
 
     def _load(self, _event) -> None:
         self.message.object = f"loading {self.trace.value} on {self.cluster.value}…"
@@ -345,7 +248,7 @@ class ControlsView(View):
                 self.kubeconfig.value = c["kubeconfig"]
             if c.get("context") in self.context.options:
                 self.context.value = c["context"]
-        self._reset_candidate()
+        self.switch.reset()
         self._lock()
 
     def _lock(self) -> None:
@@ -357,7 +260,7 @@ class ControlsView(View):
             w.disabled = not self.may_connect
         self.k8s_note.object = "" if self.may_connect else \
             "Connecting to a Kubernetes cluster needs the access token."
-        self.apply.disabled = locked or self.preview is None
+        self.switch.lock(locked)
         self.lock_note.visible = locked
         self.lock_note.object = ("**Read-only view.** Changing this cluster needs the access"
                                  " token: open the URL printed by `workbench serve` (it ends in"
@@ -366,6 +269,7 @@ class ControlsView(View):
     def sync(self) -> None:
         self._follow_backend()
         super().sync()
+        self.switch.sync()
         if self.play.value != self.state.running:
             self.play.value = self.state.running
         msg = self.state.message or self.state.scheduler_error

@@ -1,7 +1,14 @@
 """What-if: fork the current state, run every engine forward to the end, and show their
-outcomes side by side (a table and the distribution of job completion times)."""
+outcomes side by side (a table and the distribution of job completion times).
+
+Each console shows its own what-ifs (and the store's, from code: `state.what_if()`): on a
+shared console one session's result never replaces another's. A what-if costs seconds to
+minutes of CPU, so a read-only session may not start one, and a store runs one at a time.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pandas as pd
 import panel as pn
@@ -42,8 +49,13 @@ def _flag_shortfall(row: pd.Series) -> list[str]:
 
 
 class WhatIfView:
-    def __init__(self, state: WorkbenchState) -> None:
+    """`may_run()`: this session may start what-ifs (it may change the cluster)."""
+
+    def __init__(self, state: WorkbenchState, may_run: Callable[[], bool] = lambda: True) -> None:
         self.state = state
+        self.may_run = may_run
+        self.result: WhatIfResult | None = None  # this console's own last what-if
+        self._result_of = state.controller  # the run it was computed on
         self.engines = pn.widgets.MultiChoice(label="engines", options=available(),
                                               value=available(), width=420)
         self.horizon = pn.widgets.FloatInput(label="horizon (h, 0 = to the end)", value=0.0,
@@ -60,7 +72,7 @@ class WhatIfView:
             wrap=("note",))
         self.table.style.apply(_flag_shortfall, axis=1)
         self.download = csv_download("Download results (CSV)", "workbench-what-if.csv",
-                                     lambda: export.what_if(self.state.what_if_result))
+                                     lambda: export.what_if(self.current))
         self.source = ColumnDataSource(dict(EMPTY_CDF), name="whatif_cdf")
         fig = figure(height=360, sizing_mode="stretch_width", x_axis_type="log",
                      name="whatif_cdf_figure",
@@ -89,24 +101,40 @@ class WhatIfView:
         self._follow_backend()
 
     def _follow_backend(self) -> None:
-        """Only the simulator can be forked: on a real cluster the button is off."""
-        if self._kind == self.state.kind:
+        """Only the simulator can be forked: on a real cluster the button is off, and so it is
+        for a read-only session."""
+        if self._kind == (self.state.kind, self.may_run()):
             return
-        self._kind = self.state.kind
-        self.run_button.disabled = not self.state.simulated
-        self.status.object = "" if self.state.simulated else \
+        self._kind = (self.state.kind, self.may_run())
+        self.run_button.disabled = not (self.state.simulated and self.may_run())
+        self.status.object = (
             "What-if needs the simulator (it forks the cluster's state)."
+            if not self.state.simulated else "" if self.may_run() else
+            "Read-only view: running a what-if needs the access token (each costs seconds of"
+            " CPU on the shared server).")
+
+    @property
+    def current(self) -> WhatIfResult | None:
+        """The result this console shows: its own last what-if on the current run, else the
+        store's (a what-if run from code)."""
+        if self._result_of is not self.state.controller:  # another run was loaded since
+            self.result, self._result_of = None, self.state.controller
+        return self.result if self.result is not None else self.state.what_if_result
 
     def sync(self) -> None:
-        """Show a result once it is there (this session's or, on a shared store, another's)."""
+        """Show this console's result once it is there (never another session's)."""
         self._follow_backend()
-        if self.state.what_if_result is not self._shown:
-            self._shown = self.state.what_if_result
+        if self.current is not self._shown:
+            self._shown = self.current
             self.show(self._shown)
 
     async def _run(self, _event) -> None:
         import asyncio
 
+        if not (self.may_run() and self.state.simulated):  # checked here: browsers send anything
+            self.status.object = ("**Not done:** a read-only session cannot run a what-if"
+                                  " (that needs the access token).")
+            return
         names = list(self.engines.value) or available()
         until = self.state.now + self.horizon.value * 3600 if self.horizon.value else None
         self.run_button.disabled = True
@@ -116,10 +144,11 @@ class WhatIfView:
             # Forks are taken now, on the app's thread; the runs proceed in a worker thread so
             # the console keeps updating meanwhile.
             job = self.state.prepare_what_if(names, until)
-            result = await asyncio.to_thread(job)
-            self.state.what_if_result = result
+            what = f"a what-if of {len(names)} engine{'s' * (len(names) > 1)}"
+            result = await asyncio.to_thread(self.state.heavy.guard(what, job))
+            self.result, self._result_of = result, self.state.controller  # this console's only
         except Exception as e:  # noqa: BLE001 - shown to the user, the app carries on
-            self.status.object = f"what-if failed: {e}"
+            self.status.object = f"what-if not run: {e}"
         finally:
             self.run_button.disabled = False
 

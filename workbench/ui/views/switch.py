@@ -1,0 +1,239 @@
+"""The engine switch in the controls: choose an engine (with a placement plugin), see what the
+switch is forecast to change, then apply it.
+
+A preview is computed on a fork of the simulator at one moment and goes stale as the run
+moves on: it says the time it was computed for, Recompute takes a fresh one, and Apply
+recomputes a stale one before switching. Its table shows rejected and unfinished jobs too;
+a switch predicted to do harm (an engine that rejects most of the workload, fewer completions
+or deadlines) is applied only once the operator ticks "switch anyway". Previews fork and run
+the simulator (seconds of CPU at Philly scale): a session that may not change the cluster
+(a read-only viewer) may not compute them either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pandas as pd
+import panel as pn
+
+from ...placement.plugins import PLACEMENT_PLUGINS
+from ...policies import available
+from ...policies.base import placement_engines
+from ...whatif import SwitchPreview
+from ..state import WorkbenchState
+
+OWN_PLACEMENT = "(engine's own)"
+CONFIRM_LABEL = "switch anyway, despite the predicted harm"
+
+
+class SwitchPanel:
+    """`may_change()`: this session may change the cluster (and so compute previews);
+    `guard(action, *args)` runs a store action that changes the cluster, reporting refusals."""
+
+    def __init__(self, state: WorkbenchState, may_change: Callable[[], bool],
+                 guard: Callable[..., None]) -> None:
+        self.state = state
+        self.may_change = may_change
+        self.guard = guard
+        self.preview: SwitchPreview | None = None
+        self._computing = ""  # the engine whose preview is being computed
+        self.candidate = pn.widgets.Select(label="switch to", options=["", *available()],
+                                           width=140)
+        self.placement = pn.widgets.Select(label="placement",
+                                           options=[OWN_PLACEMENT, *PLACEMENT_PLUGINS],
+                                           width=140, disabled=True)
+        self.candidate.param.watch(self._consider, "value")
+        self.placement.param.watch(self._consider, "value")
+        self.preview_text = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
+        self.age = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width",
+                                    styles={"color": "#555"})
+        self.warning = pn.pane.Alert("", alert_type="danger", visible=False,
+                                     sizing_mode="stretch_width")
+        self.confirm = pn.widgets.Checkbox(label=CONFIRM_LABEL, value=False, visible=False)
+        self.confirm.param.watch(lambda e: self._buttons(), "value")
+        self.preview_table = pn.widgets.Tabulator(
+            pd.DataFrame(), show_index=False, disabled=True, visible=False,
+            sizing_mode="stretch_width", layout="fit_data_stretch")
+        self.preview_changes = pn.widgets.Tabulator(pd.DataFrame(), show_index=False,
+                                                    disabled=True, visible=False,
+                                                    pagination="local", page_size=6,
+                                                    sizing_mode="stretch_width",
+                                                    layout="fit_data_stretch")
+        self.apply = pn.widgets.Button(label="Apply switch", color="primary", width=120,
+                                       disabled=True)
+        self.recompute = pn.widgets.Button(label="Recompute", width=100, disabled=True)
+        self.cancel = pn.widgets.Button(label="Cancel", width=80, disabled=True)
+        self.apply.on_click(self._on_apply)
+        self.recompute.on_click(self._on_recompute)
+        self.cancel.on_click(lambda e: self.reset())
+        self.panel = pn.Column(
+            pn.Row(self.candidate, self.placement), self.preview_text, self.age, self.warning,
+            self.confirm, pn.Row(self.apply, self.recompute, self.cancel), self.preview_table,
+            self.preview_changes, sizing_mode="stretch_width")
+
+    @property
+    def choice(self) -> str:
+        """The engine chosen to switch to, with its placement plugin if one is chosen."""
+        engine, plugin = self.candidate.value, self.placement.value
+        return f"{engine}+{plugin}" if engine and plugin != OWN_PLACEMENT else engine
+
+    # ---- computing a preview --------------------------------------------------------------
+
+    async def _consider(self, _event) -> None:
+        takes = self.candidate.value in placement_engines()
+        self.placement.disabled = not takes or not self.may_change()
+        if not takes and self.placement.value != OWN_PLACEMENT:
+            self.placement.value = OWN_PLACEMENT  # its watcher considers the choice again
+            return
+        name = self.choice
+        self.show(None)
+        if not name:
+            return
+        if not self.may_change():
+            self.preview_text.object = ("**Not done:** a read-only session cannot preview or"
+                                        " apply a switch (that needs the access token).")
+            return
+        if name == self.state.policy:
+            self.preview_text.object = f"{name} is already scheduling."
+            return
+        if not self.state.simulated:
+            self.preview_text.object = ("No forecast on a real cluster (it cannot be forked):"
+                                        " the switch applies from the next round.")
+            self._buttons()
+            return
+        preview = await self._compute(name)
+        if preview is not None:
+            self.show(preview)
+
+    async def _compute(self, name: str) -> SwitchPreview | None:
+        """A preview of switching to `name` for the run as it is now (None if it failed, or
+        the choice changed meanwhile)."""
+        self._computing = name
+        self._buttons()
+        self.preview_text.object = (f"Forecasting what a switch to **{name}** changes, from"
+                                    f" {self.state.hours(self.state.now):.2f} h…")
+        try:
+            job = self.state.prepare_preview(name)  # forks now, on the app's thread
+            preview = await asyncio.to_thread(job)
+        except Exception as e:  # noqa: BLE001 - shown to the user, the console carries on
+            self.preview_text.object = f"forecast failed: {e}"
+            return None
+        finally:
+            self._computing = ""
+            self._buttons()
+        return preview if self.choice == name else None  # else: no longer the one asked about
+
+    async def _on_recompute(self, _event) -> None:
+        name = self.choice
+        if name and self.may_change() and self.state.simulated:
+            preview = await self._compute(name)
+            if preview is not None:
+                self.show(preview)
+
+    # ---- showing it -------------------------------------------------------------------------
+
+    def show(self, p: SwitchPreview | None) -> None:
+        self.preview = p
+        self.confirm.value = False
+        if p is None:
+            self.preview_table.visible = self.preview_changes.visible = False
+            self.warning.visible = self.confirm.visible = False
+            self.age.object = ""
+            self.preview_text.object = ""
+            self._buttons()
+            return
+        self.preview_text.object = (f"**If you switch {p.current} → {p.candidate}** (forecast by"
+                                    f" forking the simulator, {p.seconds:.1f} s): {p.summary()}."
+                                    " Below: the two engines side by side, then the jobs whose"
+                                    " outcome changes most.")
+        warnings = p.warnings()
+        self.warning.object = ("**The switch is predicted to do harm:**\n\n"
+                               + "\n".join(f"- {w}" for w in warnings))
+        self.warning.visible = self.confirm.visible = bool(warnings)
+        self.preview_table.value = p.comparison()
+        self.preview_changes.value = p.changes
+        self.preview_table.visible = self.preview_changes.visible = True
+        self.sync()
+        self._buttons()
+
+    def sync(self) -> None:
+        """Say which moment the preview was computed for, and whether the run has moved on."""
+        p = self.preview
+        if p is None:
+            return
+        then, now = self.state.hours(p.start), self.state.hours(self.state.now)
+        if p.stale(self.state.now):
+            self.age.object = (f"Computed for {then:.2f} h; the run is at {now:.2f} h now:"
+                               " Apply recomputes it first (or press Recompute).")
+        else:
+            self.age.object = f"Computed for {then:.2f} h, the run as it is now."
+
+    def _buttons(self) -> None:
+        ok = self.may_change() and not self._computing
+        chosen = bool(self.choice) and self.choice != self.state.policy
+        forecast_ok = self.preview is not None or not self.state.simulated
+        confirmed = self.preview is None or not self.preview.harmful or self.confirm.value
+        self.apply.disabled = not (ok and chosen and forecast_ok and confirmed)
+        self.recompute.disabled = not (ok and self.preview is not None)
+        self.cancel.disabled = not self.choice
+
+    def lock(self, locked: bool) -> None:
+        """A session that may not change the cluster may not choose (or preview) a switch."""
+        self.candidate.disabled = locked
+        self.placement.disabled = locked or self.candidate.value not in placement_engines()
+        self._buttons()
+
+    # ---- applying it ------------------------------------------------------------------------
+
+    async def _on_apply(self, _event) -> None:
+        """Apply: a stale preview is recomputed first (the switch lands on the run as it is
+        now, not as it was), and a harmful one needs the confirmation ticked."""
+        name = self.choice
+        p = self.preview
+        if name and self.may_change() and self.state.simulated and (p is None or
+                                                                    p.stale(self.state.now)):
+            fresh = await self._compute(name)
+            if fresh is None:
+                return
+            was_harmful = p is not None and p.harmful
+            confirmed = self.confirm.value
+            self.show(fresh)
+            if fresh.harmful and not (confirmed and was_harmful):
+                self.preview_text.object = ("**Not applied yet:** recomputed for the run as it"
+                                            " is now, the switch is predicted to do harm. "
+                                            + self.preview_text.object)
+                return
+            self.confirm.value = confirmed
+            _in_session(lambda: self.apply_choice(confirmed=True))
+            return
+        self.apply_choice()
+
+    def apply_choice(self, confirmed: bool | None = None) -> None:
+        """Switch to the chosen engine now, unless the preview predicts harm and the operator
+        has not confirmed it (checked here, on the server: a browser may send anything)."""
+        name = self.choice
+        if not name:
+            return
+        confirmed = self.confirm.value if confirmed is None else confirmed
+        if self.preview is not None and self.preview.harmful and not confirmed:
+            self.preview_text.object = (f"**Not applied:** tick “{CONFIRM_LABEL}” to switch to"
+                                        f" {name}. " + self.preview_text.object)
+            return
+        self.guard(self.state.switch_policy, name)
+        self.reset()
+
+    def reset(self) -> None:
+        self.candidate.value = ""
+        self.show(None)
+
+
+def _in_session(action: Callable[[], None]) -> None:
+    """Run `action` where it may change the session's Bokeh models: after an await a served
+    session no longer holds its document's lock, so on the session's next tick."""
+    doc = pn.state.curdoc
+    if doc is not None and doc.session_context is not None:
+        doc.add_next_tick_callback(action)
+    else:
+        action()
