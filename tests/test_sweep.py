@@ -1,0 +1,179 @@
+"""`workbench sweep` (#18): the same table from every executor, resumable after an interrupt
+or a killed worker with nothing lost or duplicated, bad sweep files refused in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from workbench.cli import main
+from workbench.errors import ConfigError
+from workbench.session import load_jobs
+from workbench.sweeps import executors, make_grid, run_sweep, sweep
+from workbench.sweeps import run as sweep_run
+from workbench.sweeps import store as sweep_store
+from workbench.sweeps.run import WALL_COLUMNS
+from workbench.sweeps.summary import ci95, summarize
+from workbench.traces.load import at_load, offered_load
+
+GRID = {"engines": ["fifo", "tiresias"], "workloads": ["synthetic:n=24", "default"],
+        "loads": [None, 1.5], "clusters": ["small"], "seeds": 2, "limit": 24}
+RUNS = 2 * 2 * 2 * 2
+
+
+def same(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` without the wall-time columns, rows by configuration hash."""
+    return table.drop(columns=list(WALL_COLUMNS)).sort_values("key").reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def serial_table() -> pd.DataFrame:
+    return run_sweep(make_grid(GRID), serial=True).table
+
+
+def test_grid_expands_every_point_with_a_stable_key():
+    grid = make_grid(GRID)
+    runs = grid.runs()
+    assert len(runs) == RUNS and len({r.key for r in runs}) == RUNS
+    assert runs[0].key == make_grid(GRID).runs()[0].key  # the same configuration, the same key
+    assert make_grid({**GRID, "seeds": "3-4"}).seeds == [3, 4]
+    assert make_grid({**GRID, "engines": "fifo,drf"}).engines == ["fifo", "drf"]
+
+
+def test_serial_pool_and_dask_give_the_same_table(serial_table, tmp_path):
+    from distributed import Client, LocalCluster
+
+    assert len(serial_table) == RUNS and set(serial_table["version"]) == {sweep_run.package_version()}
+    pool = run_sweep(make_grid(GRID), out=str(tmp_path / "pool.parquet"), workers=2).table
+    with LocalCluster(n_workers=2, processes=False, dashboard_address=":0") as cluster, \
+            Client(cluster) as client:
+        on_dask = run_sweep(make_grid(GRID), dask=client).table
+    pd.testing.assert_frame_equal(same(serial_table), same(pool), check_exact=True)
+    pd.testing.assert_frame_equal(same(serial_table), same(on_dask), check_exact=True)
+    stored = pd.read_parquet(tmp_path / "pool.parquet")  # the file holds what was returned
+    pd.testing.assert_frame_equal(same(stored), same(pool), check_exact=True)
+
+
+def test_interrupt_then_rerun_runs_only_the_missing(serial_table, tmp_path, monkeypatch):
+    out = str(tmp_path / "runs.parquet")
+    add = sweep_store.ResultStore.add
+    kept = []
+
+    def add_then_interrupt(self, row):
+        add(self, row)
+        kept.append(row["key"])
+        if len(kept) == 5:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep_store.ResultStore, "add", add_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(make_grid(GRID), out=out, workers=2)
+    monkeypatch.undo()
+    assert sorted(pd.read_parquet(out)["key"]) == sorted(kept)  # whole, and all five
+    assert os.listdir(tmp_path) == ["runs.parquet"]  # no temporary file, no parts left
+    again = run_sweep(make_grid(GRID), out=out, serial=True)
+    assert (again.ran, again.skipped) == (RUNS - 5, 5)
+    pd.testing.assert_frame_equal(same(again.table), same(serial_table), check_exact=True)
+    assert run_sweep(make_grid(GRID), out=out, serial=True).ran == 0
+
+
+def kill_worker_once(config):
+    """`run_one`, except that the first run of the fifth configuration kills its own worker
+    process (a marker file, named by the environment, says it happened)."""
+    marker = os.environ["SWEEP_KILL_MARKER"]
+    if config.key == os.environ["SWEEP_KILL_KEY"] and not os.path.exists(marker):
+        open(marker, "w").close()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return sweep_run.run_one(config)
+
+
+@pytest.mark.parametrize("where", ["pool", "dask"])
+def test_a_killed_worker_loses_and_duplicates_nothing(where, serial_table, tmp_path,
+                                                      monkeypatch):
+    monkeypatch.setenv("SWEEP_KILL_MARKER", str(tmp_path / "killed"))
+    monkeypatch.setenv("SWEEP_KILL_KEY", make_grid(GRID).runs()[4].key)
+    monkeypatch.setattr(executors, "run_one", kill_worker_once)
+    out = str(tmp_path / "runs.parquet")
+    if where == "pool":
+        outcome = run_sweep(make_grid(GRID), out=out, workers=2)
+    else:
+        import cloudpickle
+        from distributed import Client, LocalCluster
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=":0") as cluster, Client(cluster) as client:
+            outcome = run_sweep(make_grid(GRID), out=out, dask=client)
+    assert os.path.exists(tmp_path / "killed")
+    assert not outcome.failures and outcome.ran == RUNS
+    stored = pd.read_parquet(out)
+    assert stored["key"].is_unique and len(stored) == RUNS
+    pd.testing.assert_frame_equal(same(stored), same(serial_table), check_exact=True)
+
+
+@pytest.mark.parametrize("text, key", [
+    ("engines: [fifo, nosuch]\n", "engines: unknown engine 'nosuch'"),
+    ("engines: []\n", "engines: empty"),
+    ("engines: [fifo]\nloads: [high]\n", "loads: expected positive numbers"),
+    ("engines: [fifo]\nseeds: -2\n", "seeds: expected a count"),
+    ("engines: [fifo]\nworkloads: [nosuch]\n", "workloads: 'nosuch': unknown trace"),
+    ("engines: [fifo]\nclusters: [9z]\n", "clusters:"),
+    ("engines: [fifo]\nengine: fifo\n", "unknown key 'engine'"),
+    ("workloads: [default]\n", "engines: missing"),
+])
+def test_a_bad_sweep_file_is_one_line_exit_2_and_no_output(text, key, tmp_path, capsys):
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(text)
+    out = tmp_path / "runs.parquet"
+    assert main(["sweep", str(spec), "--out", str(out), "--csv", str(tmp_path / "r.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and key in err, err
+    assert sorted(os.listdir(tmp_path)) == ["sweep.yaml"]
+
+
+def test_cli_sweep_from_a_toml_file_writes_table_csv_and_report(tmp_path, capsys):
+    spec = tmp_path / "sweep.toml"
+    spec.write_text('engines = ["fifo", "tiresias"]\nworkloads = ["synthetic:n=16"]\n'
+                    'loads = [0.8, 1.6]\nclusters = ["small"]\nseeds = 3\n')
+    files = {k: str(tmp_path / f"runs.{k}") for k in ("parquet", "csv", "html")}
+    assert main(["sweep", str(spec), "--out", files["parquet"], "--csv", files["csv"],
+                 "--report", files["html"], "--workers", "2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert (result["runs"], result["ran"], result["skipped"]) == (12, 12, 0)
+    assert len(result["summary"]) == 4 and {"avg_jct_h", "avg_jct_h_ci95"} <= set(
+        result["summary"][0])
+    assert len(pd.read_csv(files["csv"])) == 12
+    assert "JCT CDF" in (tmp_path / "runs.html").read_text()
+    assert main(["sweep", str(spec), "--out", files["parquet"], "--seeds", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ran"] == 4  # only seed 3 is new
+
+
+def test_python_api_returns_the_table():
+    table = sweep(["fifo"], ["synthetic:n=10"], clusters=["small"], seeds=[0, 1], serial=True)
+    assert list(table["seed"]) == [0, 1] and table["completed"].tolist() == [10, 10]
+    with pytest.raises(ConfigError, match="engines: unknown engine"):
+        sweep(["nosuch"], serial=True)
+
+
+def test_at_load_reaches_the_load_and_keeps_each_deadline_with_its_job():
+    jobs = load_jobs("synthetic:n=40,deadline=2.0", seed=3)
+    scaled = at_load(jobs, 16, 0.7)
+    assert offered_load(scaled, 16) == pytest.approx(0.7)
+    for before, after in zip(jobs, scaled):
+        assert after.deadline - after.arrival == pytest.approx(before.deadline - before.arrival)
+        assert after.total_work == before.total_work
+
+
+def test_summary_mean_and_confidence_interval():
+    assert ci95(np.array([1.0, 2.0, 3.0])) == pytest.approx(2.4841377, rel=1e-6)
+    assert ci95(np.array([2.0, 2.0])) == 0.0 and np.isnan(ci95(np.array([1.0])))
+    table = pd.DataFrame({"engine": ["a"] * 3 + ["b"] * 3, "workload": "w", "cluster": "c",
+                          "load": np.nan, "avg_jct_h": [1.0, 2.0, 3.0, 4.0, 4.0, 4.0]})
+    summary = summarize(table, ["avg_jct_h"])
+    assert summary["avg_jct_h"].tolist() == [2.0, 4.0] and summary["runs"].tolist() == [3, 3]
