@@ -126,7 +126,8 @@ def test_default_workload(perf):
     first = jobs[0]
     assert (first.name, first.arrival, first.initial_workers, first.batch_size) == \
         ("cifar10-0", 107.0, 6, 2048)
-    assert first.max_workers == 12 and first.min_workers == 1 and first.deadline is None
+    assert first.max_workers == 12 and first.min_workers == 1 and first.deadline > first.arrival
+    assert all(j.deadline is None for j in default_workload(deadlines=False))
     assert first.total_work == pytest.approx(perf.total_iterations("cifar10", 2048))
     assert all(j.max_workers <= 64 and j.worker_demand.gpu == 1 for j in jobs)
 

@@ -133,8 +133,9 @@ def register(sub) -> None:
                    help="interface to listen on (default loopback; 0.0.0.0 for everyone, which"
                         " makes controls of a shared or real cluster need a token)")
     p.add_argument("--trace", default="default",
-                   help="workload: default (Pollux workload 1, sampled from Philly), philly,"
-                        " pollux:PATH, synthetic[:k=v,...], or a CSV path")
+                   help="workload: default (Pollux workload 1, sampled from Philly, with"
+                        " seeded deadlines, a mix of tight and loose; default:deadlines=none"
+                        " without), philly, pollux:PATH, synthetic[:k=v,...], or a CSV path")
     p.add_argument("--cluster", default=None,
                    help=f"cluster preset ({', '.join(PRESETS)}) or NxG such as 16x4")
     p.add_argument("--policy", default="tiresias", help="engine to start with")

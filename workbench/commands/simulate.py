@@ -19,7 +19,9 @@ SUMMARY_COLUMNS = ["policy", "jobs", "completed", "rejected", "avg_jct_h", "medi
 
 def add_workload_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--trace", default="default",
-                   help="workload: default, philly[:PATH], pollux:PATH, synthetic[:k=v,...], or a CSV path")
+                   help="workload: default (Pollux workload 1 with seeded deadlines;"
+                        " default:deadlines=none without), philly[:PATH], pollux:PATH,"
+                        " synthetic[:k=v,...], or a CSV path")
     p.add_argument("--cluster", default=None,
                    help=f"cluster preset ({', '.join(PRESETS)}) or NxG such as 16x4")
     p.add_argument("--nodes", type=int, default=None, help="number of nodes (overrides the preset)")

@@ -3,8 +3,9 @@ deadlines: `deadline_workload` for the QoS engine's bench (deadline after the id
 and `qoe_workload` for DQoES's (a target metric to reach, and a deadline to reach it by).
 Seeded: the same seed gives the same workload for every engine.
 
-The allowance (one scheduling round plus one restart, which every engine pays before a job
-trains) keeps the trace's many one-minute jobs from having deadlines no scheduler could meet.
+The allowance (`deadline_rule.ALLOWANCE`: one scheduling round plus one restart, which every
+engine pays before a job trains) keeps the trace's many one-minute jobs from having deadlines
+no scheduler could meet. The default workload's own deadlines follow `deadline_rule`.
 """
 
 from __future__ import annotations
@@ -13,10 +14,10 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..model import Resources
+from .deadline_rule import ALLOWANCE
 from .pollux import load_pollux_workload
 from .registry import shipped_workload_path
 
-ALLOWANCE = 120.0  # seconds: one 60 s round + one 30 s restart, rounded up
 CPU_WORKER = {"cpu": 4.0, "mem": 16.0, "gpu": 0.0}
 
 

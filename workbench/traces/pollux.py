@@ -11,7 +11,7 @@ import os
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 from ..model import JobSpec
 from .common import (
     WORKER_DEMAND,
@@ -21,6 +21,7 @@ from .common import (
     default_perf,
     elastic_max_workers,
 )
+from .deadline_rule import DeadlineRule
 from .validate import check_choice, check_unique, read_table
 
 POLLUX_COLUMNS = {"name": "name", "time": "nonneg_float", "application": "str",
@@ -28,7 +29,8 @@ POLLUX_COLUMNS = {"name": "name", "time": "nonneg_float", "application": "str",
 
 
 def load_pollux_workload(path: str | os.PathLike, *, deadline_factor: float | None = None,
-                         gpus_per_node: int = 4, max_workers_cap: int = 64, perf=None) -> Jobs:
+                         deadlines: DeadlineRule | None = None, gpus_per_node: int = 4,
+                         max_workers_cap: int = 64, perf=None) -> Jobs:
     """Load a Pollux workload CSV, one `JobSpec` per row, in arrival order.
 
     - `arrival` = time; `application`, `batch_size` as written (the job's initial batch size).
@@ -38,12 +40,16 @@ def load_pollux_workload(path: str | os.PathLike, *, deadline_factor: float | No
       min(2 × num_replicas, `max_workers_cap`)), i.e. an elastic engine may double a job.
     - `worker_demand` = 4 CPUs, 16 GiB, 1 GPU per worker; no parameter servers.
     - `deadline`: None, or arrival + `deadline_factor` × ideal run time, where the ideal run
-      time is total_work / perf.ideal_rate(spec, num_replicas, gpus_per_node).
+      time is total_work / perf.ideal_rate(spec, num_replicas, gpus_per_node); or, with
+      `deadlines` (a seeded `DeadlineRule`, as the default workload has), that rule's mix of
+      tight and loose deadlines from the same ideal run time (not both).
 
     Bad input (missing column, non-numeric or non-positive replicas or batch size, negative
     time, an application the performance model does not know, a repeated name) raises
     `InputError` naming the file, line and column.
     """
+    if deadline_factor is not None and deadlines is not None:
+        raise ConfigError("deadlines: give deadline_factor or a deadline rule, not both")
     perf = perf or default_perf()
     table = read_table(path, POLLUX_COLUMNS)
     apps = list(perf.applications)
@@ -54,6 +60,7 @@ def load_pollux_workload(path: str | os.PathLike, *, deadline_factor: float | No
     order = np.argsort(table["time"], kind="stable")
     rates = RateCache(perf, gpus_per_node)
     jobs = Jobs(source=f"pollux:{path}")
+    ideal_run: list[float] = []
     for i in order.tolist():
         app, bsz, replicas = table["application"][i], int(table["batch_size"][i]), \
             int(table["num_replicas"][i])
@@ -65,8 +72,10 @@ def load_pollux_workload(path: str | os.PathLike, *, deadline_factor: float | No
                              file=str(path), line=int(table.lines[i]),
                              column="batch_size") from None
         deadline = None
-        if deadline_factor is not None:
-            deadline = arrival + deadline_factor * work / rates(app, bsz, replicas)
+        if deadline_factor is not None or deadlines is not None:
+            ideal_run.append(work / rates(app, bsz, replicas))
+            if deadline_factor is not None:
+                deadline = arrival + deadline_factor * ideal_run[-1]
         jobs.append(JobSpec(
             name=str(table["name"][i]), application=app, arrival=arrival, total_work=work,
             batch_size=bsz, initial_workers=replicas, min_workers=1,
@@ -74,4 +83,8 @@ def load_pollux_workload(path: str | os.PathLike, *, deadline_factor: float | No
             worker_demand=WORKER_DEMAND, deadline=deadline))
     jobs.notes.append(f"{len(jobs)} jobs from {path}; work = iterations to convergence;"
                       f" max_workers = 2 × replicas (cap {max_workers_cap})")
+    if deadlines is not None:
+        due = deadlines.deadlines(np.array([j.arrival for j in jobs]), np.array(ideal_run))
+        jobs[:] = [j.with_(deadline=float(d)) for j, d in zip(jobs, due)]
+        jobs.notes.append(deadlines.describe())
     return jobs

@@ -102,7 +102,7 @@ def ps_workload(n: int, seed: int, gpus: int, load: float, trace: str = "philly"
     if trace == "pollux":
         from .registry import default_workload
 
-        source = sorted(default_workload(), key=lambda j: (j.arrival, j.name))[:n]
+        source = sorted(default_workload(deadlines=False), key=lambda j: (j.arrival, j.name))[:n]
     elif trace == "philly":
         source = philly_sample(n, None, seed, gpus=gpus, load=load)
     else:

@@ -1,7 +1,9 @@
 """One string names a workload: `load_trace("philly")`, `load_trace("pollux:w.csv")`, ...
 
 Forms:
-- `default`: the Pollux workload shipped in the package (`default_workload()`).
+- `default`: the Pollux workload shipped in the package with seeded deadlines, a mix of tight
+  and loose (`default_workload()`, `DeadlineRule`); `default:deadlines=none` without them, as
+  the Pollux artifact has it.
 - `philly`: the shipped Philly trace, all 82,247 jobs; `philly:PATH` a Philly CSV.
 - `pollux:PATH`: a Pollux workload CSV.
 - `synthetic` or `synthetic:KEY=VALUE,...` with keys n (jobs), rate (jobs/s), deadline
@@ -20,12 +22,13 @@ from importlib import resources
 
 from ..errors import ConfigError, InputError
 from .common import Jobs
+from .deadline_rule import DeadlineRule
 from .philly import load_philly
 from .pollux import POLLUX_COLUMNS, load_pollux_workload
 from .synthetic import synthetic_workload
 from .validate import read_header
 
-FORMS = ("default", "philly", "philly:PATH", "pollux:PATH", "openb[:pods=NAME,n=1000]", "synthetic",
+FORMS = ("default", "default:deadlines=none", "philly", "philly:PATH", "pollux:PATH", "openb[:pods=NAME,n=1000]", "synthetic",
          "synthetic:n=200,rate=0.01,deadline=2.0", "PATH.csv")
 
 
@@ -33,11 +36,14 @@ def shipped_workload_path() -> str:
     return str(resources.files("workbench.traces") / "data" / "pollux-workload-1.csv")
 
 
-def default_workload() -> Jobs:
+def default_workload(seed: int = 0, *, deadlines: bool = True) -> Jobs:
     """The small real workload shipped in the package: Pollux workload 1 (160 jobs sampled from
-    the Philly trace, 6 applications, arrivals over 8 hours)."""
-    jobs = load_pollux_workload(shipped_workload_path())
-    jobs.source = "default"
+    the Philly trace, 6 applications, arrivals over 8 hours), with `deadlines` drawn by
+    `DeadlineRule(seed)` from each job's ideal run time (a mix of tight and loose, so some are
+    missed) or, with `deadlines=False`, none (as the Pollux artifact has it)."""
+    rule = DeadlineRule(seed=seed) if deadlines else None
+    jobs = load_pollux_workload(shipped_workload_path(), deadlines=rule)
+    jobs.source = "default" if deadlines else "default:deadlines=none"
     return jobs
 
 
@@ -59,8 +65,8 @@ def load_trace(spec: str, *, seed: int = 0, limit: int | None = None) -> Jobs:
 def _load(spec: str, seed: int) -> Jobs:
     spec = str(spec).strip()
     kind, _, arg = spec.partition(":")
-    if kind == "default" and not arg:
-        return default_workload()
+    if kind == "default":
+        return default_workload(seed, deadlines=_default_deadlines(arg))
     if kind == "pollux":
         if not arg:
             raise ConfigError("trace 'pollux:PATH' needs a path to a workload CSV")
@@ -74,6 +80,16 @@ def _load(spec: str, seed: int) -> Jobs:
     if os.path.exists(spec) or spec.endswith((".csv", ".csv.gz")):
         return _by_header(spec, seed)
     raise ConfigError(f"unknown trace {spec!r}: expected one of {', '.join(FORMS)}")
+
+
+def _default_deadlines(arg: str) -> bool:
+    """`default`'s one option: deadlines=rule (the default) or deadlines=none."""
+    value = arg.strip().lower()
+    if value in ("", "deadlines=rule"):
+        return True
+    if value == "deadlines=none":
+        return False
+    raise ConfigError(f"trace 'default:{arg}': expected default or default:deadlines=none")
 
 
 def _by_header(path: str, seed: int) -> Jobs:
