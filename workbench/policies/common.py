@@ -18,6 +18,7 @@ from ..model import (
     Reject,
     Resources,
     Scale,
+    Suspend,
     Wait,
 )
 from ..placement.ledger import Ledger, describe_shortfall, never_fits
@@ -200,3 +201,55 @@ def check_node_order(node_order: str) -> str:
         raise ConfigError(f"node_order: expected one of {', '.join(NODE_ORDERS)}, got"
                           f" {node_order!r}")
     return node_order
+
+
+def _need(state: ClusterState, job: JobStatus, workers: Placement, ps: Placement) -> np.ndarray:
+    """Resources (nodes x 3) that a job's tasks take, per node."""
+    need = np.zeros_like(state.capacity)
+    for placement, demand in ((workers, job.spec.worker_demand), (ps, job.spec.ps_demand)):
+        d = demand.as_array()
+        for name, count in placement.items():
+            need[state.node_index[name]] += d * count
+    return need
+
+
+def in_applicable_order(state: ClusterState, actions: list[Action]) -> list[Action]:
+    """`actions` planned on one ledger (every reshaped job's resources given back first),
+    reordered so that a backend applying them one by one never finds a node full: a Place or
+    Scale goes once its nodes have room, after the actions that free it. Jobs caught in a cycle
+    (A moves onto B's GPUs and B onto A's) are suspended first and placed afresh, which costs
+    the same checkpoint-restart as the Scale. Suspends lead; other actions keep their order."""
+    moves = [a for a in actions if isinstance(a, (Place, Scale))]
+    if not moves:
+        return actions
+    first = [a for a in actions if not isinstance(a, (Place, Scale))]
+    jobs = state.jobs
+    free = state.free.copy()
+    for a in first:
+        if isinstance(a, Suspend) and a.job in jobs:
+            j = jobs[a.job]
+            free += _need(state, j, j.workers, j.ps)
+    ordered: list[Action] = []
+    pending = moves
+    while pending:
+        stuck = []
+        for a in pending:
+            job = jobs[a.job]
+            held = _need(state, job, job.workers, job.ps) if isinstance(a, Scale) else 0.0
+            after = free + held - _need(state, job, a.workers, a.ps)
+            if (after >= -1e-9).all():
+                free = after
+                ordered.append(a)
+            else:
+                stuck.append(a)
+        if len(stuck) == len(pending):  # nothing went: break a cycle by suspending one job
+            cycle = next((a for a in stuck if isinstance(a, Scale)), None)
+            if cycle is None:
+                ordered += stuck  # nothing more to free: let the backend say why
+                break
+            job = jobs[cycle.job]
+            first.append(Suspend(cycle.job, "moving: its new nodes free up this round"))
+            free += _need(state, job, job.workers, job.ps)
+            stuck[stuck.index(cycle)] = Place(cycle.job, cycle.reason, cycle.workers, cycle.ps)
+        pending = stuck
+    return first + ordered

@@ -1,95 +1,210 @@
-"""Optimus (EuroSys'18): allocate workers greedily by marginal gain in remaining time.
+"""Optimus (EuroSys'18) as the Pollux OSDI'21 artifact runs it: greedy marginal gain, every round.
 
-Every job that can get its minimum gets it (oldest first); then one worker at a time goes
-to the job whose predicted remaining time drops most per GPU, using the fitted speed model
-(`perf.ideal_rate`, the Optimus form for parameter-server jobs). A running job is rescaled
-only when its new size is predicted to save more than `min_gain` of its remaining time,
-since each rescale costs a checkpoint-restart.
+Each round starts from scratch (petuum/adaptdl osdi21-artifact, simulator/optimus.py, the rules
+cited where they are made):
+
+1. every job gets its minimum (one worker), oldest first, while GPUs last; the rest wait, and a
+   running job left without one is preempted;
+2. then one worker at a time goes to the job whose predicted step time drops most, times its
+   remaining iterations (that is, the most remaining time saved), up to its replica cap: its
+   batch size ÷ the application's smallest measured local batch (ncf: 1 replica);
+3. a job whose worker count is unchanged keeps its GPUs; every other job is placed afresh,
+   smallest first, taking GPUs node by node from the node with the most free
+   (`node_order="most-free"`); each change costs the simulator's checkpoint-restart.
+
+The batch size stays as submitted. Step times are the artifact's prediction: replicas packed
+4 per node, the local batch rounded up, gradient accumulation above the max local batch and at
+least one accumulation step on a single replica, measured step and sync times (`perf`).
+Parameter-server jobs (DL2 models) have no such profile: their step time is 1 / `ideal_rate`
+and their cap `max_workers`.
+
+Variants (options): `min_gain` > 0 rescales a running job only when the new size saves more than
+that share of its remaining time (each rescale costs a restart); `replica_cap="spec"` caps at the
+job's `max_workers` only; `node_order="pack"` places on as few nodes as possible.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 
-from ..model import Action, ClusterState, JobStatus
+from ..errors import ConfigError
+from ..model import Action, ClusterState, JobKind, JobStatus, Suspend
 from .base import Policy, register
-from .common import by_arrival, commit_plans, reject_impossible
+from .common import (
+    MOST_FREE,
+    by_arrival,
+    check_node_order,
+    commit_plans,
+    in_applicable_order,
+    reject_impossible,
+)
+
+# The smallest local batch measured per application: the artifact's `min_local_bsz` (the least
+# `local_bsz` of simulator/traces/<app>/placements.csv, read in applications.py).
+MIN_LOCAL_BSZ = {"bert": 4, "cifar10": 32, "deepspeech2": 10, "imagenet": 20, "ncf": 32,
+                 "yolov3": 4}
+# artifact simulator.py get_optimus_job_info: "if job.application.name == 'ncf': max_replicas = 1"
+ONE_REPLICA_APPS = frozenset({"ncf"})
+REPLICA_CAPS = ("batch", "spec")
 
 
 @register("optimus")
 class OptimusPolicy(Policy):
     takes_placement = True
     quiet_restarts = True
-    def __init__(self, perf=None, round_interval: float = 60.0, min_gain: float = 0.1) -> None:
+    # artifact simulator.py: `policy.optimize` every interval, and remaining iterations move
+    # with every epoch, so the allocation may change without any arrival or completion
+    needs_every_round = True
+
+    def __init__(self, perf=None, round_interval: float = 60.0, min_gain: float = 0.0,
+                 replica_cap: str = "batch", node_order: str = MOST_FREE) -> None:
         if perf is None:
             from ..perf import default_perf
 
             perf = default_perf()
         self.perf = perf
-        self.round_interval = round_interval
+        self.round_interval = round_interval  # artifact simulator.py: `--interval 60`
         self.min_gain = min_gain
+        if replica_cap not in REPLICA_CAPS:
+            raise ConfigError(f"replica_cap: expected one of {', '.join(REPLICA_CAPS)},"
+                              f" got {replica_cap!r}")
+        self.replica_cap = replica_cap
+        self.node_order = check_node_order(node_order)
 
-    def _remaining_time(self, job: JobStatus, workers: int, gpus_per_node: int) -> float:
-        rate = self.perf.ideal_rate(job.spec, workers, gpus_per_node)
-        return job.remaining_work / rate if rate > 0 else float("inf")
+    # ---- the artifact's predictions ------------------------------------------------------
+
+    def cap(self, job: JobStatus) -> int:
+        """Most workers the job may get: batch ÷ the app's smallest local batch (artifact
+        simulator.py get_optimus_job_info: `target_batch_size // min_local_bsz`, ncf 1), never
+        above the job's `max_workers`; `replica_cap="spec"`: `max_workers` alone."""
+        spec = job.spec
+        if self.replica_cap == "spec" or spec.application not in MIN_LOCAL_BSZ:
+            return spec.max_workers
+        if spec.application in ONE_REPLICA_APPS:
+            return min(1, spec.max_workers)
+        return max(min(spec.batch_size // MIN_LOCAL_BSZ[spec.application], spec.max_workers),
+                   spec.min_workers)
+
+    def step_time(self, job: JobStatus, workers: int, gpus_per_node: int) -> float:
+        """Predicted seconds per iteration on `workers` (artifact optimus.py predict_step_time)."""
+        spec = job.spec
+        if spec.kind == JobKind.PS or spec.application not in MIN_LOCAL_BSZ:
+            rate = self.perf.ideal_rate(spec, workers, gpus_per_node)
+            return 1.0 / rate if rate > 0 else math.inf
+        app, perf = spec.application, self.perf
+        full, rest = divmod(workers, gpus_per_node)  # packed, as many full nodes as it takes
+        counts = (gpus_per_node,) * full + ((rest,) if rest else ())
+        local = math.ceil(spec.batch_size / workers - 1e-8)
+        accum = math.ceil(local / perf.max_local_bsz(app) - 1e-8) - 1
+        if workers == 1:
+            accum = max(1, accum)  # the artifact's rule: one replica always accumulates
+        atomic = math.ceil(local / (accum + 1) - 1e-8)
+        atomic = min(atomic, int(perf.measured_batch_sizes(app)[-1] / (workers * (accum + 1))))
+        step, sync = perf.step_and_sync(app, counts, max(atomic, 1))
+        return step + (step - sync) * accum
+
+    def remaining_iterations(self, job: JobStatus) -> float:
+        """Iterations left after the epochs completed so far, as the artifact counts them:
+        total - (completed + 1) epochs, at least 1 (optimus.py: `get_iteration(bsz,
+        completion_epoch) - get_iteration(bsz, epoch)`; epochs of equal length here)."""
+        total = job.spec.total_work
+        try:
+            epochs = self.perf.max_epochs(job.spec.application)
+        except KeyError:
+            return max(job.remaining_work, 1.0)
+        per_epoch = total / epochs
+        done = math.floor(job.progress / per_epoch + 1e-9) if per_epoch > 0 else epochs
+        return max(total - (done + 1) * per_epoch, 1.0)
+
+    def gain(self, job: JobStatus, workers: int, gpus_per_node: int) -> float:
+        """Time saved by one more worker: the step-time drop × remaining iterations
+        (artifact optimus.py: `(predict_step_time(n) - predict_step_time(n + 1)) * remaining`)."""
+        drop = self.step_time(job, workers, gpus_per_node) - \
+            self.step_time(job, workers + 1, gpus_per_node)
+        return drop * self.remaining_iterations(job)
+
+    # ---- a round -------------------------------------------------------------------------
+
+    def allocate(self, jobs: list[JobStatus], gpus: float, gpus_per_node: int) -> dict[str, int]:
+        """Workers per job (0: none), from scratch: minimums oldest first, then the largest
+        gain one worker at a time; a tie goes to the older job (Python's `max` over the
+        artifact's dict in arrival order)."""
+        alloc = {j.name: 0 for j in jobs}
+        caps = {j.name: self.cap(j) for j in jobs}
+        heap: list[tuple[float, int, int]] = []
+        for i, job in enumerate(jobs):  # artifact optimus.py: minimums before any gain
+            need = job.spec.worker_demand.gpu * job.spec.min_workers
+            if need > gpus + 1e-9:
+                continue
+            alloc[job.name] = job.spec.min_workers
+            gpus -= need
+            self._push(heap, i, job, alloc[job.name], caps[job.name], gpus, gpus_per_node)
+        while heap and gpus > 1e-9:
+            _, i, w = heapq.heappop(heap)
+            job = jobs[i]
+            g = job.spec.worker_demand.gpu
+            if g > gpus + 1e-9:
+                continue
+            alloc[job.name] = w + 1
+            self._push(heap, i, job, w + 1, caps[job.name], gpus, gpus_per_node)
+            gpus -= g
+        return alloc
+
+    def _push(self, heap: list, i: int, job: JobStatus, w: int, cap: int, gpus: float,
+              gpus_per_node: int) -> None:
+        """Queue the job's next worker, unless it is at its cap or no GPU is left (the
+        artifact's `gain = 0`)."""
+        if w + 1 > cap or gpus < job.spec.worker_demand.gpu - 1e-9:
+            return
+        gain = self.gain(job, w, gpus_per_node)
+        if gain > 0:
+            heapq.heappush(heap, (-gain, i, w))
+
+    def _keeps_size(self, job: JobStatus, w: int, gpn: int, waiting: bool) -> bool:
+        """Variant `min_gain` > 0: a running job keeps its size unless the change saves more
+        than `min_gain` of its remaining time (or, shrinking, someone waits for the GPUs)."""
+        current = job.num_workers
+        now_t = self.step_time(job, current, gpn) * self.remaining_iterations(job)
+        new_t = self.step_time(job, w, gpn) * self.remaining_iterations(job)
+        if w > current:
+            return now_t - new_t < self.min_gain * now_t
+        return not waiting and new_t > now_t * (1 + self.min_gain)
 
     def schedule(self, state: ClusterState) -> list[Action]:
         actions, jobs = reject_impossible(state, by_arrival(list(state.active)))
         if not jobs:
             return actions
         gpn = int(max(state.capacity[:, 2].max(), 1))
-        budget = float(state.capacity[state.node_up, 2].sum())
-        alloc: dict[str, int] = {}
-        # Running jobs keep at least their minimum; then waiting jobs by age.
-        for job in sorted(jobs, key=lambda j: (not j.state.placed, j.spec.arrival)):
-            need = job.spec.worker_demand.gpu * job.spec.min_workers
-            if need <= budget + 1e-9:
-                alloc[job.name] = job.spec.min_workers
-                budget -= need
-        by_name = {j.name: j for j in jobs}
-        heap = []
-        for name, w in alloc.items():
-            self._push_gain(heap, by_name[name], w, gpn)
-        while heap and budget > 1e-9:
-            _, name, w = heapq.heappop(heap)  # the largest gain first
-            job = by_name[name]
-            g = job.spec.worker_demand.gpu
-            if alloc[name] != w or g > budget + 1e-9:
-                continue
-            alloc[name] = w + 1
-            budget -= g
-            self._push_gain(heap, job, w + 1, gpn)
-
+        alloc = self.allocate(jobs, float(state.capacity[state.node_up, 2].sum()), gpn)
+        if self.min_gain > 0:
+            waiting = any(w == 0 for w in alloc.values())
+            for job in jobs:
+                w = alloc[job.name]
+                if job.state.placed and w and w != job.num_workers and \
+                        self._keeps_size(job, w, gpn, waiting):
+                    alloc[job.name] = job.num_workers
         ledger = self.ledger(state)
         plans: list[tuple[JobStatus, int]] = []
-        for name, w in alloc.items():
-            job = by_name[name]
+        for job in jobs:
+            w = alloc[job.name]
+            if job.state.placed and w == job.num_workers:
+                continue  # artifact optimus.py: an allocation of the same size is kept
             if job.state.placed:
-                current = job.num_workers
-                if w == current:
-                    continue
-                now_t = self._remaining_time(job, current, gpn)
-                new_t = self._remaining_time(job, w, gpn)
-                if now_t - new_t < self.min_gain * now_t and w > current:
-                    continue  # not worth a restart
-                if w < current and new_t > now_t * (1 + self.min_gain) and len(alloc) == len(jobs):
-                    continue  # nobody is waiting for these GPUs
                 ledger.give_back(job.workers, job.spec.worker_demand)
                 ledger.give_back(job.ps, job.spec.ps_demand)
-            plans.append((job, w))
+                if w == 0:
+                    actions.append(Suspend(job.name, "preempted: every GPU went to older jobs'"
+                                           " first worker"))
+                    continue
+            if w:
+                plans.append((job, w))
+        plans.sort(key=lambda p: p[1])  # artifact optimus.py: smallest first (stable: oldest)
         actions += commit_plans(
-            ledger, sorted(plans, key=lambda p: (not p[0].state.placed, p[0].spec.arrival)),
-            wait_label="Optimus allocation",
+            ledger, plans, wait_label="Optimus allocation", node_order=self.node_order,
             scale_reason=lambda job, w: (f"rescaled {job.num_workers}→{w} workers: largest"
                                          " marginal gain in remaining time"),
             place_reason=lambda job, w: f"started with {w} workers by marginal gain")
-        return actions
-
-    def _push_gain(self, heap, job: JobStatus, w: int, gpn: int) -> None:
-        if w >= job.spec.max_workers:
-            return
-        now_t = self._remaining_time(job, w, gpn)
-        new_t = self._remaining_time(job, w + 1, gpn)
-        gain = (now_t - new_t) / max(job.spec.worker_demand.gpu, 1e-9)
-        if gain > 0:
-            heapq.heappush(heap, (-gain, job.name, w))
+        # artifact simulator.py applies a round's allocations at once; a backend applies them
+        # one by one, so those that free GPUs go first
+        return in_applicable_order(state, actions)
