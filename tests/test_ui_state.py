@@ -225,7 +225,8 @@ def test_engine_view_renders_any_engine_view_and_keeps_price_history():
     for _ in range(3):
         store.advance(600)
         view.sync()
-    assert set(view.blocks) == {"price", "U", "gangs", "price_history", "events", "slots"}
+    # slots are the x axis of price, not drawn on their own
+    assert set(view.blocks) == {"price", "U", "gangs", "price_history", "events"}
     assert len(store.engine_history["U"]) >= 2  # dict-of-numbers values get a history
     assert "alpha" in set(view.facts.value.fact)
     lines = view.blocks["price"].lines.source.data

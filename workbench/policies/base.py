@@ -55,8 +55,11 @@ class Policy:
         """Drop what the engine cached about the cluster in its own earlier rounds. Called
         when it takes over from another engine, which may have changed any job meanwhile."""
 
-    def engine_view(self) -> dict[str, Any]:
-        """Engine-specific data for the UI's teaching views (prices, probabilities, ...)."""
+    def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
+        """Engine-specific data for the UI's teaching views (prices, probabilities, ...).
+        `state`, the cluster now when the caller has it, lets an engine that keeps nothing
+        between rounds show its rule applied to the jobs of the moment (`policies.teaching`).
+        Times are given in hours (keys ending `_h`) or on the backend clock (`time`)."""
         return self.placer.engine_view() if self.placer is not None else {}
 
 

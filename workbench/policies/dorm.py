@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Any
 
 import numpy as np
 
 from ..model import Action, ClusterState, JobKind, JobStatus
 from .base import Policy, register
 from .common import by_arrival, commit_plans, reject_impossible
+from .teaching import queue_facts, queue_rows, top
 
 
 def ps_for(job: JobStatus, workers: int) -> int:
@@ -101,3 +103,23 @@ class DormPolicy(Policy):
             place_reason=lambda job, w: (f"partition of {w} workers, {ps_for(job, w)} PS:"
                                          " DRF water-filling of the free cluster"))
         return actions
+
+    def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
+        """Dorm's partitions now: the workers each active job holds and the dominant share
+        they amount to (water-filling evens these out), and the jobs still waiting."""
+        view: dict[str, Any] = {
+            **super().engine_view(state),
+            "rule": "DRF water-filling of elastic jobs: every job its minimum, then one worker"
+                    " at a time to the smallest dominant share",
+            "adjust_threshold": f"resize a running job only when its share moves by more than"
+                                f" {self.adjust_threshold:.0%}"}
+        if state is None:
+            return view
+        cap = state.capacity[state.node_up].sum(axis=0)
+        cap = np.where(cap > 0, cap, np.inf)
+        share = {j.name: float((j.demand(j.num_workers, j.num_ps).as_array() / cap).max())
+                 for j in state.iter_placed()}
+        waiting = by_arrival(list(state.iter_waiting()))
+        return {**view, **queue_facts(waiting),
+                "dominant_share": top(share) or {"(no job running)": 0.0},
+                "queue": queue_rows(waiting, state.now)}

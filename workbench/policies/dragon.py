@@ -448,8 +448,13 @@ class DragonPolicy(Policy):
             }
         self.gangs = gangs
 
-    def engine_view(self) -> dict[str, Any]:
+    def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
+        """Gangs and their placement, locality of starts, scaling events, and (with `state`)
+        hours each queued job has waited against the scaling thresholds."""
         started = sum(self.placements[k] for k in ("one_node", "one_rack", "multi_rack"))
+        now = state.now if state is not None else None
+        waited = {job: (now - since) / 3600.0 for job, since in self._enqueued.items()} \
+            if now is not None else {}
         return {
             "gangs": self.gangs,
             "locality": {**self.placements, "started": started,
@@ -458,6 +463,8 @@ class DragonPolicy(Policy):
             "scale_downs": sum(e["kind"] == "down" for e in self.events),
             "scale_ups": sum(e["kind"] == "up" for e in self.events),
             "partial_placements_released": self.partial_released,
-            "waiting_since": dict(self._enqueued),
-            "thresholds_s": {"wait": self.wait_threshold, "idle": self.idle_threshold},
+            "waiting_h": waited,
+            "thresholds": f"scale running gangs down for a job waiting over"
+                          f" {self.wait_threshold:g} s; up when GPUs idle over"
+                          f" {self.idle_threshold:g} s",
         }

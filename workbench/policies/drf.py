@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 
 from ..model import Action, ClusterState, Place
 from .base import Policy, register
 from .common import by_arrival, reject_impossible, wait_reason
+from .teaching import queue_facts, queue_rows, top
 
 
 @register("drf")
@@ -59,3 +61,28 @@ class DrfPolicy(Policy):
                 heapq.heappush(heap, (float((usage[user] / cap).max()),
                                       per_user[user][0].spec.arrival, user))
         return actions
+
+    def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
+        """DRF's comparison now: each user's dominant share (the largest of their CPU, memory
+        and GPU shares held), and the queue in the order those shares give it."""
+        view: dict[str, Any] = {**super().engine_view(state),
+                                "rule": "the user with the smallest dominant share starts their"
+                                " next job first; no preemption"}
+        if state is None:
+            return view
+        shares = dominant_shares(state)
+        waiting = sorted(state.iter_waiting(),
+                         key=lambda j: (shares.get(j.spec.user, 0.0), j.spec.arrival, j.name))
+        return {**view, **queue_facts(waiting),
+                "dominant_share": top(shares) or {"(no user holds resources)": 0.0},
+                "queue": queue_rows(waiting, state.now, user=lambda j: j.spec.user)}
+
+
+def dominant_shares(state: ClusterState) -> dict[str, float]:
+    """User -> the largest share of any resource their running jobs hold."""
+    cap = state.capacity[state.node_up].sum(axis=0)
+    cap = np.where(cap > 0, cap, np.inf)
+    usage: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(3))
+    for job in state.iter_placed():
+        usage[job.spec.user] += job.demand(job.num_workers, job.num_ps).as_array()
+    return {u: float((use / cap).max()) for u, use in usage.items()}

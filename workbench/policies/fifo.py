@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..model import Action, ClusterState, Place, Reject, Wait
 from .base import Policy, register
 from .common import cluster_signature, impossible, list_or_view, wait_reason
+from .teaching import queue_facts, queue_rows
 
 NAMED_BEHIND_HEAD = 3  # queued jobs whose reason names the job at the head
 
@@ -66,3 +69,18 @@ class FifoPolicy(Policy):
             free_gpus -= job.spec.worker_demand.gpu * n
             actions.append(Place(job.name, "started: first in FIFO order that fits", workers, ps))
         return actions
+
+    def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
+        """FIFO's rule and its queue now: the order jobs will start in, the head that blocks
+        the rest (strict FIFO) and the GPUs free for it."""
+        view: dict[str, Any] = {
+            **super().engine_view(state),
+            "rule": ("backfill: any job that fits starts, oldest first" if self.backfill else
+                     "strict FIFO: jobs start in arrival order, the head of the queue blocks"
+                     " the rest"), "gang": "all of a job's tasks start together, or none"}
+        if state is None:
+            return view
+        waiting = list(state.iter_waiting())
+        free = float(state.gpu_free[state.node_up].sum()) if len(state.nodes) else 0.0
+        return {**view, **queue_facts(waiting), "free_gpus": round(free, 2),
+                "queue": queue_rows(waiting, state.now)}

@@ -5,9 +5,14 @@ is how a real cluster deadlocks two half-placed distributed jobs."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
+
 from ..model import Action, ClusterState, JobState, Place, Wait
 from .base import Policy, register
 from .common import reject_impossible
+from .teaching import queue_facts, queue_rows, top
 
 
 @register("kube-default")
@@ -62,3 +67,27 @@ class KubeDefaultPolicy(Policy):
                 if why != job.reason and job.state in (JobState.PENDING, JobState.HOLDING):
                     actions.append(Wait(job.name, why))
         return actions
+
+    def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
+        """The default scheduler's scoring now: each node's least-allocated score (mean free
+        share of CPU and memory, x 100: the next pod goes to the highest) and the pods still
+        pending per job, oldest first."""
+        view: dict[str, Any] = {**super().engine_view(state),
+                                "rule": "pod by pod, oldest first: filter the nodes with room,"
+                                " bind to the least-allocated; no gang (a job may half start)"}
+        if state is None or not len(state.nodes):
+            return view
+        cap = np.where(state.capacity > 0, state.capacity, np.inf)
+        free = 1.0 - state.allocated / cap
+        score = 100.0 * free[:, :2].mean(axis=1)
+        names = [n.name for n in state.nodes]
+        scores = {names[i]: float(score[i]) for i in range(len(names)) if state.node_up[i]}
+        waiting = [j for j in state.iter_waiting() if j.state in (JobState.PENDING,
+                                                                  JobState.HOLDING)]
+        return {**view, **queue_facts(waiting), "least_allocated_score": top(scores),
+                "queue": queue_rows(waiting, state.now, pods_pending=_pending_pods)}
+
+
+def _pending_pods(job) -> int:
+    spec = job.spec
+    return max(spec.initial_workers - job.num_workers, 0) + max(spec.num_ps - job.num_ps, 0)

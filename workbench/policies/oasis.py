@@ -536,8 +536,11 @@ class OasisPolicy(Policy):
 
     def engine_view(self) -> dict[str, Any]:
         if self.book is None or self.origin is None or not math.isfinite(self.book.L):
-            return {"engine": "oasis", "resources": list(RESOURCE_NAMES), "slots": [],
-                    "price": [], "price_history": []}
+            return {"engine": "oasis", "resources": list(RESOURCE_NAMES),
+                    "status": "no price yet: OASiS prices the resources when a job arrives"
+                              " (each arrival is admitted only if its utility beats the cost)",
+                    "slot_seconds": self.round_interval, "admitted": 0,
+                    "slots": [], "price": [], "price_history": []}
         s = self._slot
         last = max([s + 1] + [sch.completion_slot + 1 for sch in self.schedules.values()])
         prices = self.book.prices(s, last)  # (slots, servers, resources)

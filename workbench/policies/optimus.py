@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Any
 
 from ..errors import ConfigError
-from ..model import Action, ClusterState, JobKind, JobStatus, Suspend
+from ..model import Action, ClusterState, JobKind, JobStatus, Suspend, Wait
 from .base import Policy, register
 from .common import (
+    MAX_WAIT_REASONS,
     MOST_FREE,
     by_arrival,
     check_node_order,
@@ -39,6 +41,7 @@ from .common import (
     in_applicable_order,
     reject_impossible,
 )
+from .teaching import BARS, top
 
 # The smallest local batch measured per application: the artifact's `min_local_bsz` (the least
 # `local_bsz` of simulator/traces/<app>/placements.csv, read in applications.py).
@@ -47,6 +50,7 @@ MIN_LOCAL_BSZ = {"bert": 4, "cifar10": 32, "deepspeech2": 10, "imagenet": 20, "n
 # artifact simulator.py get_optimus_job_info: "if job.application.name == 'ncf': max_replicas = 1"
 ONE_REPLICA_APPS = frozenset({"ncf"})
 REPLICA_CAPS = ("batch", "spec")
+_NO_GPU = "waiting: every GPU went to an older job's first worker (minimums oldest first)"
 
 
 @register("optimus")
@@ -186,6 +190,7 @@ class OptimusPolicy(Policy):
                     alloc[job.name] = job.num_workers
         ledger = self.ledger(state)
         plans: list[tuple[JobStatus, int]] = []
+        waits = 0
         for job in jobs:
             w = alloc[job.name]
             if job.state.placed and w == job.num_workers:
@@ -194,11 +199,13 @@ class OptimusPolicy(Policy):
                 ledger.give_back(job.workers, job.spec.worker_demand)
                 ledger.give_back(job.ps, job.spec.ps_demand)
                 if w == 0:
-                    actions.append(Suspend(job.name, "preempted: every GPU went to older jobs'"
-                                           " first worker"))
+                    actions.append(Suspend(job.name, f"preempted: {_NO_GPU[9:]}"))
                     continue
             if w:
                 plans.append((job, w))
+            elif not job.state.placed and waits < MAX_WAIT_REASONS and job.reason != _NO_GPU:
+                actions.append(Wait(job.name, _NO_GPU))
+                waits += 1
         plans.sort(key=lambda p: p[1])  # artifact optimus.py: smallest first (stable: oldest)
         actions += commit_plans(
             ledger, plans, wait_label="Optimus allocation", node_order=self.node_order,
@@ -208,3 +215,25 @@ class OptimusPolicy(Policy):
         # artifact simulator.py applies a round's allocations at once; a backend applies them
         # one by one, so those that free GPUs go first
         return in_applicable_order(state, actions)
+
+    def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
+        """Optimus's greedy step now: for each active job the hours one more worker would save
+        (its marginal gain; the largest gets the next GPU) and the workers it holds."""
+        view: dict[str, Any] = {**super().engine_view(state),
+                                "rule": "every job its minimum (oldest first), then each GPU to"
+                                " the job whose remaining time one more worker cuts most"}
+        if state is None or not len(state.nodes):
+            return view
+        gpn = int(max(state.capacity[:, 2].max(), 1))
+        jobs = sorted(state.active, key=lambda j: (j.spec.arrival, j.name))[:2 * BARS]
+        gains = {}
+        for job in jobs:
+            w = max(job.num_workers, job.spec.min_workers)
+            try:
+                gains[job.name] = max(self.gain(job, w, gpn), 0.0) / 3600.0 \
+                    if w + 1 <= self.cap(job) else 0.0
+            except (KeyError, ValueError):  # an application the model does not profile
+                continue
+        workers = {j.name: j.num_workers for j in state.iter_placed()}
+        return {**view, "marginal_gain_h": top(gains) or {"(no active job)": 0.0},
+                "workers": top(workers) or {"(no job running)": 0}}

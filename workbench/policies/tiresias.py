@@ -26,7 +26,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..model import Action, ClusterState, JobState, JobStatus, Place, Suspend
 from .base import Policy, register
@@ -38,6 +38,7 @@ from .common import (
     place_in_order,
     wait_reason,
 )
+from .teaching import queue_facts, queue_rows, top
 
 _WAITING = (JobState.PENDING, JobState.HOLDING)
 
@@ -352,3 +353,30 @@ class TiresiasPolicy(Policy):
                                  " service first", workers, ps))
         return actions
 
+    def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
+        """Tiresias's 2D-LAS now: jobs per priority queue (running and waiting), the GPU-hours
+        each running job has attained (it drops a queue at the threshold), and the waiting
+        jobs in the order they would start."""
+        thresholds = [t / 3600.0 for t in self.queue_thresholds]
+        view: dict[str, Any] = {
+            **super().engine_view(state),
+            "rule": "least attained service first: a job drops to a lower queue after its"
+                    " threshold of GPU-hours; within a queue, first come first served",
+            "queue_thresholds_gpu_h": ", ".join(f"{t:g}" for t in thresholds)}
+        if state is None:
+            return view
+        counts = {f"queue {q} {kind}": 0 for q in range(len(thresholds) + 1)
+                  for kind in ("running", "waiting")}
+        attained = {}
+        for job in state.iter_placed():
+            counts[f"queue {self.queue_of(job)} running"] += 1
+            attained[job.name] = job.attained_service / 3600.0
+        waiting = sorted(state.iter_waiting(), key=lambda j: (
+            self.queue_of(j), self._entered_at.get(j.name, (0, j.spec.arrival))[1],
+            j.spec.arrival, j.name))
+        for job in waiting:
+            counts[f"queue {self.queue_of(job)} waiting"] += 1
+        return {**view, **queue_facts(waiting), "jobs_per_queue": counts,
+                "attained_gpu_h": top(attained) or {"(no job running)": 0.0},
+                "queue": queue_rows(waiting, state.now, queue=self.queue_of,
+                                    attained_gpu_h=lambda j: j.attained_service / 3600.0)}

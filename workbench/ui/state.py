@@ -299,7 +299,7 @@ class WorkbenchState(RunControls):
         cells = self._painter.paint(state, gpu_holders(self.backend, state))
         self._actions.absorb(self.recorder, self.hours)
         self._listed = self._listing(self.backend, self.max_job_rows)
-        engine = self._engine.view(self.controller.policy, state.now)
+        engine = self._engine.view(self.controller.policy, state.now, state)
         headline = summary(state, self.backend, self.recorder, self.controller.policy.name,
                            self.hours(state.now))
         self.param.update(now=state.now, cells=cells, engine=engine, summary=headline,

@@ -16,6 +16,7 @@ from ..backend import Backend
 from ..control import Decision, Recorder
 from ..model import ClusterState, JobState, JobStatus
 from ..policies.base import Policy
+from ..policies.teaching import engine_view_of
 from .forecasting import JobForecaster
 
 STATE_RANK = {JobState.RUNNING: 0, JobState.RESTARTING: 1, JobState.HOLDING: 2,
@@ -73,9 +74,10 @@ class EngineHistory:
     def __init__(self) -> None:
         self.series: dict[str, list[tuple[float, Any]]] = {}
 
-    def view(self, policy: Policy, now: float) -> dict[str, Any]:
+    def view(self, policy: Policy, now: float, state: ClusterState | None = None
+             ) -> dict[str, Any]:
         try:
-            view = dict(policy.engine_view() or {})
+            view = engine_view_of(policy, state)
         except Exception as e:  # noqa: BLE001 - a teaching view must never stop the console
             view = {"error": f"engine_view() failed: {e}"}
         for key, value in view.items():

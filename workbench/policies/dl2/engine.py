@@ -196,11 +196,26 @@ class Dl2Policy(Policy):
                 "allocation": {n: {"workers": c[0], "ps": c[1]} for n, c in counts.items()}}
 
     def engine_view(self) -> dict[str, Any]:
-        return {"engine": "dl2", "actions": list(ACTION_NAMES) + ["stop"],
-                "window": WINDOW, "weights": self.weights or "shipped",
-                "trained": {k: self.meta.get(k) for k in ("seed", "sl_traces", "rl_iters")},
-                "learning": self.learn, "updates": self.updates,
-                "probabilities": self._last_view}
+        """The network's last slot: for the first decision step, the probability of each
+        action per job in its window (add a worker, a PS, both) and of stopping; the workers
+        and PS it gave each job. `probabilities` holds every step, for notebooks (`details`:
+        not drawn by the console)."""
+        trained = {k: self.meta.get(k) for k in ("seed", "sl_traces", "rl_iters")}
+        view: dict[str, Any] = {
+            "engine": "dl2", "actions": list(ACTION_NAMES) + ["stop"], "window": WINDOW,
+            "weights": self.weights or "shipped",
+            "trained": ", ".join(f"{k} {v}" for k, v in trained.items() if v is not None)
+            or "shipped weights", "learning": self.learn, "updates": self.updates,
+            "probabilities": self._last_view, "details": ["probabilities"]}
+        first = self._last_view.get("first_step", {}).get("jobs") if self._last_view else None
+        if not first:
+            view["status"] = ("no parameter-server job to steer: DL2 resizes PS jobs only and"
+                              " rejects all-reduce jobs at once (switch engine for those)")
+            return view
+        view["action_probabilities"] = {job: dict(p) for job, p in first.items()}
+        view["stop_probability"] = self._last_view["first_step"]["stop"]
+        view["allocation"] = self._last_view["allocation"]
+        return view
 
 
 def _held(state: ClusterState, j: JobStatus) -> np.ndarray:

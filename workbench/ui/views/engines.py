@@ -9,7 +9,15 @@ the shape of each value, so a new engine needs no UI code.
 - a list of records with a `time` (price history): lines over time;
 - other lists of records or dicts of records (gangs, migrations, scaling events): tables.
 
-Known keys get a title saying what they teach (OASiS prices, DL2 action probabilities, ...).
+Known keys get a title saying what they teach (OASiS prices, DL2 action probabilities, ...)
+and a fixed shape (`KINDS`), so a block is there from the first round after a switch even
+while its value is still empty, and stays put as values come and go. Keys listed in the
+view's `details` are data for notebooks, not drawn.
+
+Times read in hours: a column or fact named for a time on the backend clock (`CLOCK`:
+time, finish, deadline, ...) is shown as hours from the run's origin, one named for a
+duration (`DURATION`: wait, slack, ...) as hours, each renamed with `_h`; other numbers are
+shown to 3 significant digits.
 """
 
 from __future__ import annotations
@@ -43,10 +51,48 @@ TITLES = {
     "scaling_events": "autoscaling decisions",
     "scaling": "QoS: autoscaling decisions",
     "fragmentation": "placement plugin: fragmented GPUs per node, most fragmented first",
-    "waiting_since": "time each job entered the queue (s)",
+    "waiting_h": "DRAGON: hours each queued job has waited",
+    "jobs": "QoS: each job's forecast and class",
+    "classes": "QoS: jobs per class",
+    "qoe": "DQoES: QoE targets met and missed",
+    "allocation": "DL2: workers and PS given per job this slot",
+    "queue": "the queue, in the order this engine would start it",
+    "dominant_share": "dominant share (largest share of any resource held)",
+    "least_allocated_score": "kube-default: least-allocated score per node (next pod goes to"
+                             " the highest)",
+    "jobs_per_queue": "Tiresias: jobs per priority queue",
+    "attained_gpu_h": "Tiresias: GPU-hours attained per running job",
+    "marginal_gain_h": "Optimus: hours one more worker would save, per job",
+    "workers": "workers held per job",
 }
+# The shape of known keys, whatever their value now (an empty dict or list has none).
+KINDS = {"price": "matrix", "price_max": "matrix", "reserved_share": "matrix",
+         "price_history": "timeseries", "U": "bars", "action_probabilities": "table",
+         "allocation": "table", "growth": "bars", "recent_migrations": "table",
+         "gangs": "table", "locality": "bars", "scaling_events": "table", "scaling": "table",
+         "waiting_h": "bars", "jobs": "table", "classes": "bars", "qoe": "bars",
+         "queue": "table", "fragmentation": "bars", "dominant_share": "bars",
+         "least_allocated_score": "bars", "jobs_per_queue": "bars", "attained_gpu_h": "bars",
+         "marginal_gain_h": "bars", "workers": "bars"}
+CLOCK = {"time", "finish", "low", "high", "deadline", "arrival", "since", "start", "end"}
+DURATION = {"wait", "sd", "slack", "slack_at_plan", "time_to_target", "run_time", "waited"}
 MAX_SERIES = 12
 MAX_BARS = 40
+FACT_ROW_PX = 30
+AXES = ("slots", "times")
+
+
+def _kind_of(key: str, value: Any) -> str:
+    """`_kind` of the value, or the known shape of `key` (`KINDS`)."""
+    kind = _kind(value)
+    known = KINDS.get(key)
+    if known is not None and (kind == known or _is_empty(value)):
+        return known
+    return kind
+
+
+def _is_empty(value: Any) -> bool:
+    return isinstance(value, (dict, list, tuple)) and not value
 
 
 def _kind(value: Any) -> str:
@@ -97,13 +143,13 @@ def _num(v: Any) -> float:
 def _fact_text(v: Any) -> str:
     if v is None:
         return "—"
-    if isinstance(v, float):
+    if isinstance(v, (float, np.floating)):
         return f"{v:.4g}"
     if isinstance(v, (list, tuple)):
         return ", ".join(map(str, v[:30])) + (f" … (+{len(v) - 30})" if len(v) > 30 else "") \
-            if v else "(none)"
+            if v else "none"
     if isinstance(v, dict):
-        return ", ".join(f"{k}: {_fact_text(x)}" for k, x in v.items()) or "(none)"
+        return ", ".join(f"{k}: {_fact_text(x)}" for k, x in v.items()) or "none"
     return str(v)
 
 
@@ -112,10 +158,13 @@ class _Lines:
 
     def __init__(self, title: str, x_label: str) -> None:
         self.source = ColumnDataSource({"xs": [], "ys": [], "name": [], "colour": []})
+        self.points = ColumnDataSource({"x": [], "y": [], "colour": []})
         fig = figure(height=240, sizing_mode="stretch_width", title=title, x_axis_label=x_label,
                      tools="pan,wheel_zoom,reset", toolbar_location="above")
         r = fig.multi_line("xs", "ys", source=self.source, line_color="colour", line_width=2,
                            legend_field="name")
+        # markers too: a line of one point (the first round after a switch) draws nothing
+        fig.scatter("x", "y", source=self.points, color="colour", size=5)
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("", "@name")]))
         fig.legend.location = "top_left"
         fig.legend.label_text_font_size = "8pt"
@@ -125,8 +174,13 @@ class _Lines:
     def set(self, x: np.ndarray | list[np.ndarray], series: dict[str, np.ndarray]) -> None:
         names = list(series)[:MAX_SERIES]
         xs = [x[k] if isinstance(x, list) else x for k in range(len(names))]
-        self.source.data = {"xs": xs, "ys": [series[n] for n in names], "name": names,
-                            "colour": [Category10_10[k % 10] for k in range(len(names))]}
+        ys = [np.asarray(series[n], dtype=float) for n in names]
+        colours = [Category10_10[k % 10] for k in range(len(names))]
+        self.source.data = {"xs": xs, "ys": ys, "name": names, "colour": colours}
+        self.points.data = {
+            "x": np.concatenate(xs) if xs else np.zeros(0),
+            "y": np.concatenate(ys) if ys else np.zeros(0),
+            "colour": [c for c, x in zip(colours, xs) for _ in range(len(x))]}
 
 
 class _Bars:
@@ -179,14 +233,18 @@ class _Block:
                 self.history.set(t, {n: np.array([_num(p.get(n)) for _, p in hist]) for n in names})
         elif self.kind == "series":
             y = np.array([_num(v) for v in value])
-            self.lines.set(_x_for(len(y), view), {self.key: y})
+            self.lines.set(_x_for(len(y), view, self.state.time_origin), {self.key: y})
         elif self.kind == "matrix":
             m = np.array([[_num(x) for x in row] for row in value], dtype=float)
             if m.ndim != 2:
                 return
             names = _names_for(m.shape[1], view)
-            self.lines.set(_x_for(m.shape[0], view), {names[k]: m[:, k] for k in range(m.shape[1])})
+            self.lines.set(_x_for(m.shape[0], view, self.state.time_origin),
+                           {names[k]: m[:, k] for k in range(m.shape[1])})
         elif self.kind == "timeseries":
+            if not value:
+                self.lines.set(np.zeros(0), {})
+                return
             t = (np.array([_num(r["time"]) for r in value]) - self.state.time_origin) / 3600
             series: dict[str, np.ndarray] = {}
             for k in value[0]:
@@ -202,7 +260,8 @@ class _Block:
                     series[k] = np.array([_num(r.get(k)) for r in value])
             self.lines.set(t, series)
         else:
-            self.table.value = _frame(value)
+            self.table.value = _frame(value, self.state.time_origin) if len(value) else \
+                pd.DataFrame({"": ["none now"]})
 
 
 def _names_for(n: int, view: dict) -> list[str]:
@@ -212,26 +271,65 @@ def _names_for(n: int, view: dict) -> list[str]:
     return [str(k) for k in range(n)]
 
 
-def _x_for(n: int, view: dict) -> np.ndarray:
+def _x_for(n: int, view: dict, origin: float = 0.0) -> np.ndarray:
     for key in ("slots", "times", "time", "t"):
         v = view.get(key)
         if isinstance(v, (list, tuple, np.ndarray)) and len(v) == n and all(_is_num(x) for x in v):
-            return np.asarray(v, dtype=float) / 3600  # times on the backend clock, in hours
+            # times on the backend clock, in hours from the run's origin
+            return (np.asarray(v, dtype=float) - origin) / 3600
     return np.arange(n, dtype=float)
 
 
-def _frame(value: Any) -> pd.DataFrame:
+def _frame(value: Any, origin: float = 0.0) -> pd.DataFrame:
+    """A table of records (or of a dict of records, keyed by `job` when the keys are jobs'):
+    nested values as text, times in hours (`_in_hours`), numbers to 3 significant digits."""
     if isinstance(value, pd.DataFrame):
-        return value
-    if isinstance(value, dict):
-        rows = [{"key": k, **(v if isinstance(v, dict) else {"value": v})} for k, v in value.items()]
+        df = value.copy()
     else:
-        rows = [v if isinstance(v, dict) else {"value": v} for v in value]
-    df = pd.DataFrame(rows)
-    for c in df.columns:  # nested values shown as text
-        if df[c].map(lambda x: isinstance(x, (dict, list, tuple, set))).any():
-            df[c] = df[c].map(_fact_text)
-    return df
+        if isinstance(value, dict):  # keyed records: the key first, unless a column has it
+            rows = [v if isinstance(v, dict) and v.get("job") == k else
+                    {"key": k, **(v if isinstance(v, dict) else {"value": v})}
+                    for k, v in value.items()]
+        else:
+            rows = [v if isinstance(v, dict) else {"value": v} for v in value]
+        df = pd.DataFrame(rows)
+    renames = {}
+    for c in list(df.columns):
+        col = df[c]
+        if col.map(lambda x: isinstance(x, (dict, list, tuple, set))).any():
+            df[c] = col.map(_fact_text)  # nested values shown as text
+            continue
+        hours = _in_hours(str(c), col, origin)
+        if hours is not None:
+            df[c], renames[c] = hours, f"{c}_h"
+        elif col.map(lambda x: isinstance(x, (float, np.floating))).any():
+            df[c] = col.map(_round)
+    return df.rename(columns=renames)
+
+
+def _in_hours(name: str, col: pd.Series, origin: float) -> pd.Series | None:
+    """`col` in hours when `name` says it is a time on the clock or a duration in seconds."""
+    if name not in CLOCK and name not in DURATION:
+        return None
+    numeric = pd.to_numeric(col, errors="coerce")
+    if numeric.isna().all():
+        return None
+    shift = origin if name in CLOCK else 0.0
+    return ((numeric - shift) / 3600.0).map(_round)
+
+
+def _round(x: Any) -> Any:
+    if isinstance(x, (float, np.floating)) and math.isfinite(x):
+        return float(f"{x:.3g}")
+    return x
+
+
+def _fact_row(key: str, value: Any, origin: float) -> tuple[str, str]:
+    """One row of the facts table: a time on the clock or a duration shown in hours."""
+    if _is_num(value) and (key in CLOCK or key in DURATION):
+        shift = origin if key in CLOCK else 0.0
+        return f"{key}_h", f"{(float(value) - shift) / 3600.0:.3g}"
+    return key, _fact_text(value)
 
 
 class EngineView(View):
@@ -250,27 +348,34 @@ class EngineView(View):
         self.sync()
 
     def update(self) -> None:
-        view = self.state.engine or {}
+        view = dict(self.state.engine or {})
+        for key in [*view.get("details", ()), "details"]:  # data for notebooks
+            view.pop(key, None)
+        for key in AXES:  # the x axis of other values, not a value of its own
+            if isinstance(view.get(key), (list, tuple, np.ndarray)):
+                view.pop(key)
         name = self.state.engine_name
         if name != self._policy:
             self._policy = name
             self.header.object = f"### Engine: {name}\n{self.state.engine_about}"
-        kinds = {k: _kind(v) for k, v in view.items()}
-        facts = [(k, _fact_text(v)) for k, v in view.items() if kinds[k] == "fact"]
+        kinds = {k: _kind_of(k, v) for k, v in view.items()}
+        origin = self.state.time_origin
+        facts = [_fact_row(k, v, origin) for k, v in view.items() if kinds[k] == "fact"]
         self.facts.visible = bool(facts)
         if facts:
             self.facts.value = pd.DataFrame(facts, columns=["fact", "value"])
+            self.facts.height = FACT_ROW_PX * (len(facts) + 1) + 8  # every fact, no clipping
         signature = tuple((k, kd) for k, kd in kinds.items() if kd != "fact")
         if signature != self._signature:
             self._signature = signature
-            self.blocks = {k: _Block(k, kd, self.state) for k, kd in signature}
-            if self.blocks:
+            # Blocks whose key and shape stay keep their figures (and what the browser drew).
+            self.blocks = {k: self.blocks[k] if k in self.blocks and self.blocks[k].kind == kd
+                           else _Block(k, kd, self.state) for k, kd in signature}
+            if self.blocks or facts:
                 self.body.objects = [b.panel for b in self.blocks.values()]
             else:
                 self.body.objects = [pn.pane.Markdown(
-                    f"*{name} has no teaching view.* Engines with one: OASiS (prices),"
-                    " DL2 (action probabilities), SpeCon (growth, migrations), DRAGON (gangs,"
-                    " locality), QoS (autoscaling), and any engine given a placement plugin such as"
-                    " fifo+fgd (fragmentation per node).", margin=(0, 10))]
+                    f"*{name} reports nothing yet.* It shows its view from its first round.",
+                    margin=(0, 10))]
         for k, block in self.blocks.items():
             block.update(view[k], view)
