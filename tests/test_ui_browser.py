@@ -95,7 +95,7 @@ def test_switching_the_policy_live_changes_later_decisions(browser, server, scre
         # The forecast comes first.
         p.page.wait_for_selector("text=If you switch tiresias → fifo now", timeout=60_000)
         p.page.screenshot(path=str(screenshots / "ui-switch-preview.png"), full_page=True)
-        harm = p.page.get_by_label("switch anyway, despite the predicted harm")
+        harm = p.page.locator(".confirm-harm input[type=checkbox]")  # "switch anyway"
         if harm.is_visible():  # a switch predicted to do harm is applied only once confirmed
             harm.check()
         p.click("Apply switch")

@@ -51,7 +51,8 @@ class SwitchPanel:
                                     styles={"color": "#555"})
         self.warning = pn.pane.Alert("", alert_type="danger", visible=False,
                                      sizing_mode="stretch_width")
-        self.confirm = pn.widgets.Checkbox(label=CONFIRM_LABEL, value=False, visible=False)
+        self.confirm = pn.widgets.Checkbox(label=CONFIRM_LABEL, value=False, visible=False,
+                                           css_classes=["confirm-harm"])
         self.confirm.param.watch(lambda e: self._buttons(), "value")
         self.preview_table = pn.widgets.Tabulator(
             pd.DataFrame(), show_index=False, disabled=True, visible=False,

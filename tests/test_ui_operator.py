@@ -1,0 +1,132 @@
+"""What an operator sees in a real browser (issue #15): status words that follow Pause, a
+switch preview that shows rejections, its age and a harm warning needing confirmation, the
+current reason a job waits, and a shared console where viewers cannot load the server.
+
+Run: pytest -m ui tests/test_ui_operator.py"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+pytestmark = pytest.mark.ui
+
+from browser import Page, serve  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server():
+    proc, url = serve("--speed", "600")
+    yield url
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def headline(p: Page) -> str:
+    return p.page.locator("h3", has_text="day ").first.inner_text()
+
+
+def test_pause_says_paused(browser, server, screenshots):
+    p = Page(browser, server)
+    try:
+        p.click("Run")
+        p.wait_for(lambda: headline(p).endswith("· running"), what="the headline to say running")
+        p.click("Pause")
+        p.wait_for(lambda: headline(p).endswith("· paused"), timeout=5,
+                   what="the headline to say paused right after Pause")
+        first = headline(p)
+        time.sleep(1.5)
+        assert headline(p) == first  # the clock stopped, and it says so
+        p.page.screenshot(path=str(screenshots / "ui-operator-paused.png"))
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_a_harmful_switch_is_shown_with_its_rejections_and_needs_confirmation(
+        browser, server, screenshots):
+    p = Page(browser, server)
+    try:
+        for _ in range(6):
+            p.click("Step")
+            time.sleep(0.4)
+        p.page.get_by_label("switch to").select_option("dl2")
+        p.page.wait_for_selector("text=If you switch tiresias → dl2", timeout=60_000)
+        p.page.wait_for_selector("text=The switch is predicted to do harm", timeout=10_000)
+        p.page.wait_for_selector("text=dl2 cannot run most of this workload", timeout=10_000)
+        assert p.page.locator(".tabulator-cell", has_text="jobs rejected").count() == 1
+        assert p.page.locator(".tabulator-cell", has_text="unfinished at the end").count() == 1
+        assert p.page.locator("text=/Computed for \\d+\\.\\d\\d h, the run as it is now/").count()
+        apply = p.page.get_by_role("button", name="Apply switch", exact=True)
+        assert apply.is_disabled()
+        p.page.screenshot(path=str(screenshots / "ui-operator-harmful-preview.png"),
+                          full_page=True)
+        p.click("Step")  # the run moves on: the preview says it is stale
+        p.page.wait_for_selector("text=Apply recomputes it first", timeout=10_000)
+        p.page.locator(".confirm-harm input[type=checkbox]").check()  # "switch anyway"
+        p.wait_for(apply.is_enabled, what="Apply enabled once confirmed")
+        apply.click()
+        p.wait_for(lambda: "dl2" in p.page.locator("text=Engine now").first.inner_text(),
+                   what="the switch, recomputed and applied")
+        p.page.screenshot(path=str(screenshots / "ui-operator-switched.png"), full_page=True)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_the_job_detail_says_why_a_job_waits_now(browser, server, screenshots):
+    p = Page(browser, server)
+    try:
+        p.tab("Jobs")
+        cells = p.page.locator(".tabulator-cell[tabulator-field=state]", has_text="pending")
+        for _ in range(40):  # step until some job waits
+            p.click("Step")
+            time.sleep(0.5)
+            if cells.count():
+                break
+        cells.first.click()
+        why = p.page.locator("text=/ now: (fits now|does not fit now|can never run)/").first
+        why.wait_for(timeout=10_000)
+        text = why.inner_text()
+        assert "waiting jobs by arrival" in text or "the only job waiting" in text
+        assert "GPUs" in text
+        p.page.screenshot(path=str(screenshots / "ui-operator-why-now.png"), full_page=True)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_a_viewer_of_a_shared_console_cannot_load_the_server(browser, screenshots):
+    proc, url = serve("--shared", "--token", "s3cret")
+    try:
+        viewer = Page(browser, url)
+        operator = Page(browser, url + "?token=s3cret")
+        try:
+            assert viewer.page.get_by_label("switch to").is_disabled()
+            viewer.tab("What-if")
+            run = viewer.page.get_by_role("button", name="Fork and run every engine")
+            assert run.is_disabled()
+            viewer.page.wait_for_selector("text=running a what-if needs the access token")
+            operator.click("Step")
+            operator.tab("What-if")
+            operator.page.get_by_role("button", name="Fork and run every engine").click()
+            operator.page.wait_for_selector("text=/Forked at \\d+\\.\\d\\d h/", timeout=120_000)
+            assert operator.page.locator(".tabulator-cell[tabulator-field=policy]").count() > 0
+            time.sleep(2)  # the viewer's console has ticked since: it shows no one else's result
+            assert viewer.page.locator(".tabulator-cell[tabulator-field=policy]").count() == 0
+            viewer.page.screenshot(path=str(screenshots / "ui-operator-viewer.png"),
+                                   full_page=True)
+            operator.page.screenshot(path=str(screenshots / "ui-operator-whatif.png"),
+                                     full_page=True)
+            assert viewer.errors == [] and operator.errors == []
+        finally:
+            viewer.close()
+            operator.close()
+    finally:
+        proc.terminate()
+        proc.wait(10)
