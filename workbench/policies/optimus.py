@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Any
 
 from ..errors import ConfigError
 from ..model import Action, ClusterState, JobKind, JobStatus, Suspend, Wait
@@ -40,6 +41,7 @@ from .common import (
     in_applicable_order,
     reject_impossible,
 )
+from .teaching import BARS, top
 
 # The smallest local batch measured per application: the artifact's `min_local_bsz` (the least
 # `local_bsz` of simulator/traces/<app>/placements.csv, read in applications.py).
@@ -213,3 +215,25 @@ class OptimusPolicy(Policy):
         # artifact simulator.py applies a round's allocations at once; a backend applies them
         # one by one, so those that free GPUs go first
         return in_applicable_order(state, actions)
+
+    def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
+        """Optimus's greedy step now: for each active job the hours one more worker would save
+        (its marginal gain; the largest gets the next GPU) and the workers it holds."""
+        view: dict[str, Any] = {**super().engine_view(state),
+                                "rule": "every job its minimum (oldest first), then each GPU to"
+                                " the job whose remaining time one more worker cuts most"}
+        if state is None or not len(state.nodes):
+            return view
+        gpn = int(max(state.capacity[:, 2].max(), 1))
+        jobs = sorted(state.active, key=lambda j: (j.spec.arrival, j.name))[:2 * BARS]
+        gains = {}
+        for job in jobs:
+            w = max(job.num_workers, job.spec.min_workers)
+            try:
+                gains[job.name] = max(self.gain(job, w, gpn), 0.0) / 3600.0 \
+                    if w + 1 <= self.cap(job) else 0.0
+            except (KeyError, ValueError):  # an application the model does not profile
+                continue
+        workers = {j.name: j.num_workers for j in state.iter_placed()}
+        return {**view, "marginal_gain_h": top(gains) or {"(no active job)": 0.0},
+                "workers": top(workers) or {"(no job running)": 0}}
