@@ -249,6 +249,7 @@ class Actuator:
         self.explain(job, reason_kind, f"{a.reason} (checkpoint at {job.checkpoint:,.0f}"
                                        " iterations; pods re-created)", bound_only=True)
         self.delete_pods(job, job.bound_pods)
+        job.bound_pods = []  # being deleted: nothing of the new placement is bound yet
         st.target_workers, st.target_ps = total(a.workers), total(a.ps)
         for role, n in ((W, st.target_workers), (PS, st.target_ps)):
             self._resize(job, role, n, deleted=True)

@@ -445,6 +445,9 @@ class Reconciler:
         """A tracked job none of whose pods are left: re-created soon, or deleted for good."""
         st = job.status
         owners_alive = any((job.key[0], o) in batch_jobs for o in job.owners.values())
+        # none of its pods is left: a planned placement's reservation must not count pods
+        # that were bound before (they are gone), nor may a Scale release them again
+        job.bound_pods, job.pending_pods = [], {}
         if job.missing_since is None:
             job.missing_since = mono
         if st.state.placed and job.plan is None:
