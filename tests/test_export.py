@@ -139,3 +139,23 @@ def test_workbench_frames():
     assert wb.what_if_frame().empty
     wb.state.what_if(["fifo", "tiresias"])
     assert wb.what_if_frame()["policy"].tolist() == ["fifo", "tiresias"]
+
+
+def test_the_jobs_selection_follows_its_job_not_its_row(state):
+    from types import SimpleNamespace
+
+    from workbench.ui.views.jobs import JobsView
+
+    view = JobsView(state)
+    view.update()
+    table = view.table
+    name = table.value["job"].iloc[2]
+    view.selection._clicked(SimpleNamespace(row=2))  # the user clicks the third row
+    assert view.selected == name and table.selection == [2]
+    table.selection = [0]  # the browser echoes a position from before a refresh
+    assert view.selected == name
+    state.advance(1800)
+    view.update()  # rows move; the selection moves with the job
+    assert table.value["job"].iloc[table.selection[0]] == name
+    view.selection._clicked(SimpleNamespace(row=table.selection[0]))  # a second click clears
+    assert view.selected is None and table.selection == []

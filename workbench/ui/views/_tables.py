@@ -67,27 +67,29 @@ def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[st
 class KeyedSelection:
     """Keeps a Tabulator's single selection on a key (column `key`) across refreshes, however
     the rows move: Panel's selection is a row position, and with remote pagination a new
-    value even clears it. `on_select(key or None)` is called when the user (not a refresh)
-    selects or deselects a row."""
+    value even clears it. Only a click chooses the key (a second click on it clears it):
+    the selections the browser reports include stale echoes of a refresh (a position in the
+    rows as they were), which would otherwise move the selection to another job.
+    `on_select(key or None)` is called when the user changes it."""
 
     def __init__(self, widget: pn.widgets.Tabulator, key: str,
                  on_select: Callable[[str | None], None]) -> None:
         self.widget, self.key, self.on_select = widget, key, on_select
         self.selected: str | None = None
         self._refreshing = False
-        widget.param.watch(self._selection_changed, "selection")
+        widget.on_click(self._clicked)
 
     def set_value(self, value: pd.DataFrame) -> None:
         """Show `value`, then put the selection back on the selected key's new row."""
         self._refreshing = True
         try:
             self.widget.value = value
-            self._reselect()
+            self._reselect(resend=True)
         finally:
             self._refreshing = False
 
     def select(self, key: str | None) -> None:
-        """Select the row of `key` (None: none), as if the user had."""
+        """Select the row of `key` (None: none), as if the user had clicked it."""
         self.selected = key
         self._refreshing = True
         try:
@@ -96,22 +98,23 @@ class KeyedSelection:
             self._refreshing = False
         self.on_select(key)
 
-    def _reselect(self) -> None:
+    def _reselect(self, resend: bool = False) -> None:
+        """Select the key's row; `resend`: also when Panel holds it already, as the browser
+        may show a stale echo in its place."""
         value = self.widget.value
         rows = [] if self.selected is None else \
             [int(i) for i in (value[self.key] == self.selected).to_numpy().nonzero()[0][:1]]
         if self.widget.selection != rows:
             self.widget.selection = rows
+        elif resend:
+            self.widget.param.trigger("selection")
 
-    def _selection_changed(self, event) -> None:
-        if self._refreshing:
-            return
+    def _clicked(self, event) -> None:
         value = self.widget.value
-        rows = [i for i in event.new if i < len(value)]
-        key = str(value.iloc[rows[0]][self.key]) if rows else None
-        if key != self.selected:
-            self.selected = key
-            self.on_select(key)
+        if not 0 <= event.row < len(value):
+            return
+        key = str(value.iloc[event.row][self.key])
+        self.select(None if key == self.selected else key)
 
 
 def csv_download(label: str, filename: str, frame: Callable[[], pd.DataFrame]
