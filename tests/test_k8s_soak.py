@@ -1,0 +1,46 @@
+"""The CI soak of issue #14: `workbench bench k8s-soak`, smaller. 200 jobs of mixed gang sizes
+through two `workbench schedule --leader-elect` replicas on 6 emulated 8-GPU nodes, with one of
+each fault: the apiserver SIGKILLed, a node deleted, the leading scheduler SIGKILLed. Judged
+from the cluster: no job lost, duplicated or stuck, no node ever over-committed (the soak's own
+auditor, and the module's `no_overcommit` fixture). A few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import pytest
+from k8s_helpers import auditor, no_overcommit  # noqa: F401 - fixtures: no test over-commits
+from k8s_helpers import need_binaries as _need_binaries
+
+from workbench.bench.k8s_soak import SoakConfig, soak
+
+CONFIG = SoakConfig(jobs=200, engine="tiresias", nodes=6, gpus_per_node=8, speed=50.0,
+                    work=120.0, rate=2.0, kill_apiserver_every=40.0, kills=1,
+                    delete_node=True, second_replica=True, timeout=400.0)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from workbench.k8s.local.cluster import LocalCluster
+
+    _need_binaries()
+    with LocalCluster(nodes=CONFIG.nodes, gpus_per_node=CONFIG.gpus_per_node, cpus=64, mem=256,
+                      speed=CONFIG.speed, scheduler=False, api_qps=300, timeout=240) as c:
+        yield c
+
+
+@pytest.mark.integration
+def test_a_soak_with_every_fault_loses_duplicates_strands_and_overcommits_nothing(cluster):
+    result = soak(CONFIG, cluster, say=print)["runs"][0]
+    summary = {k: result[k] for k in ("complete", "lost", "duplicated", "pods_bound_twice",
+                                      "stuck", "max_overcommit_gpus", "binds_per_s", "faults",
+                                      "scheduler_restarts", "seconds", "lost_jobs",
+                                      "stuck_jobs", "duplicated_jobs", "audit")}
+    print(summary)
+    assert sorted(f["what"].split()[0] for f in result["faults"]) == \
+        ["apiserver", "leader", "node"], result["faults"]
+    assert result["complete"] == CONFIG.jobs, summary
+    assert (result["lost"], result["duplicated"], result["stuck"]) == (0, 0, 0), summary
+    assert result["pods_bound_twice"] == 0 and result["max_overcommit_gpus"] == 0, summary
+    assert not result["audit"], summary
+    assert all(f["recovered_s"] is not None for f in result["faults"]), summary
+    assert result["retry_log_lines"] == 0, "urllib3 retry lines in the schedulers' logs"
