@@ -424,8 +424,9 @@ class Actuator:
         for r in g.results:
             self.binder.event(r.pod, "FailedBinding", why, warning=True)
         for r in g.results:
-            if r.unknown:  # may be bound: hold its node's resources until known (reconcile)
-                self.book.uncertain[r.pod["metadata"]["uid"]] = (r.pod, r.node)
+            if r.unknown or r.unanswered:  # may be bound, or still land: hold its node's
+                # resources until known (reconcile)
+                self.book.uncertain[r.pod["metadata"]["uid"]] = (r.pod, r.node, time.monotonic())
         if job.partial and job.plan is None:
             # pod by pod: the pods that did bind stay, as kube-scheduler's would
             for r in bound:

@@ -43,6 +43,7 @@ class BindResult:
     status: int | None = None  # HTTP status of a failed bind
     already: bool = False  # a 409 for the node we asked for: bound before (second bind)
     unknown: bool = False  # no answer, and none from reading the pod back: may be bound
+    unanswered: bool = False  # the bind itself got no answer (it may still land: hold a while)
 
 
 def pod_path(pod: dict) -> str:
@@ -209,10 +210,11 @@ class Binder:
                 return BindResult(pod, node, True, already=True)
             self._count("bind_failures")
             why = f"already assigned to {now_on}" if now_on else _short(error)
-            return BindResult(pod, node, False, why, status or (409 if now_on else None))
+            return BindResult(pod, node, False, why, status or (409 if now_on else None),
+                              unanswered=status is None)
         self._count("bind_failures")
         return BindResult(pod, node, False, f"outcome unknown: {_short(error)}", status,
-                          unknown=True)
+                          unknown=True, unanswered=status is None)
 
     def read_node(self, pod: dict) -> tuple[bool, str]:
         """(answered, node): the node the API server has the pod on now ('' for unbound or

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("workbench.k8s.reconcile")
 
 W, PS = labels.ROLE_WORKER, labels.ROLE_PS
+UNANSWERED_HOLD = 5.0  # seconds a bind that got no answer holds its node even if not seen bound
 
 
 @dataclass
@@ -82,8 +83,8 @@ class JobBook:
     deleting: dict[str, float] = field(default_factory=dict)  # pod uid -> monotonic delete time
     # pods we bound that the watch has not shown bound yet: uid -> (node, monotonic time)
     assumed: dict[str, tuple[str, float]] = field(default_factory=dict)
-    # binds whose outcome is unknown (no answer): uid -> (pod, node); held until resolved
-    uncertain: dict[str, tuple[dict, str]] = field(default_factory=dict)
+    # binds that got no answer: uid -> (pod, node, monotonic time); held until resolved
+    uncertain: dict[str, tuple[dict, str, float]] = field(default_factory=dict)
     future_arrivals: list[float] = field(default_factory=list)  # announced, not yet due
     node_failures: list[tuple[float, str, str]] = field(default_factory=list)  # (t, node, job)
     # completed jobs with pods still live: key -> monotonic time of completion
@@ -247,13 +248,16 @@ class Reconciler:
         if not book.uncertain:
             return held
         cached = {p["metadata"]["uid"]: p for p in pods}
-        for uid, (pod, node) in list(book.uncertain.items()):
+        mono = time.monotonic()
+        for uid, (pod, node, since) in list(book.uncertain.items()):
             now = cached.get(uid)
             if now is None or uid in book.deleting or now["spec"].get("nodeName"):
                 del book.uncertain[uid]  # gone, or counted from the cache from now on
                 continue
+            # a request the server took may still be carried out after its connection broke:
+            # 'unbound' is believed once it has had UNANSWERED_HOLD seconds to land
             answered, on = self.actuator.binder.read_node(pod)
-            if answered and not on:
+            if answered and not on and mono - since > UNANSWERED_HOLD:
                 del book.uncertain[uid]  # the API server says: not bound
                 continue
             if node in view.node_index:
