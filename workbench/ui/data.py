@@ -222,6 +222,11 @@ class CellPainter:
         return ClusterCells(used, exists.ravel(), colour, self.text.copy(), cpu, mem, up,
                             node_text)
 
+    def cells_of(self, job: str) -> list[int]:
+        """The flat (node x GPU) cells `job` held at the last `paint`."""
+        seen = self._gpu_seen.get(job)
+        return [cell for cell, _ in seen[2]] if seen is not None else []
+
     def _paint_gpus(self, holders: Mapping[str, list[tuple[int, int, float]]]) -> None:
         g = self.g
         dirty: set[int] = set()

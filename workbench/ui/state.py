@@ -320,6 +320,10 @@ class WorkbenchState(RunControls):
         when forecasting is slow: see `tracking.ForecastCache`)."""
         return self._forecasts.get(self.cluster_state, self.version)
 
+    def job_cells(self, name: str) -> list[int]:
+        """The GPU cells (flat node x GPU indices of `cells`) job `name` holds now."""
+        return self._painter.cells_of(name)
+
     def why_now(self, name: str) -> str:
         """Why job `name` is where it is, from the cluster as last observed (`waiting.why_now`):
         its current blocker, not the engine's last (possibly stale) word alone."""

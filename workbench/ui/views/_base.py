@@ -6,7 +6,21 @@ Bokeh document is then only ever changed from that session's own callbacks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import panel as pn
+
 from ..state import WorkbenchState
+
+
+def in_session(action: Callable[[], None]) -> None:
+    """Run `action` where it may change the session's Bokeh models: a widget's watcher in a
+    served session runs without its document's lock, so on the session's next tick."""
+    doc = pn.state.curdoc
+    if doc is not None and doc.session_context is not None:
+        doc.add_next_tick_callback(action)
+    else:
+        action()
 
 
 class View:
