@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.ui
 
-from browser import Page, serve  # noqa: E402
+from browser import Page, serve
 
 
 @pytest.fixture(scope="module")

@@ -145,8 +145,9 @@ class SwitchPanel:
             self.preview_text.object = ""
             self._buttons()
             return
-        self.preview_text.object = (f"**If you switch {p.current} → {p.candidate}** (forecast by"
-                                    f" forking the simulator, {p.seconds:.1f} s): {p.summary()}."
+        self.preview_text.object = (f"**If you switch {p.current} → {p.candidate} now**"
+                                    f" (forecast by forking the simulator, {p.seconds:.1f} s):"
+                                    f" {p.summary()}."
                                     " Below: the two engines side by side, then the jobs whose"
                                     " outcome changes most.")
         warnings = p.warnings()

@@ -110,8 +110,8 @@ class WhatIfView:
         self.status.object = (
             "What-if needs the simulator (it forks the cluster's state)."
             if not self.state.simulated else "" if self.may_run() else
-            "Read-only view: running a what-if needs the access token (each costs seconds of"
-            " CPU on the shared server).")
+            "This session is read-only: running a what-if needs the access token (each costs"
+            " seconds of CPU on the shared server).")
 
     @property
     def current(self) -> WhatIfResult | None:
