@@ -38,21 +38,27 @@ class ResultStore:
             check_writable(csv, "--csv")
 
     def read(self) -> pd.DataFrame:
-        """Every stored row, one per key: the table's, then leftover parts', then this
-        session's."""
-        frames = []
+        """Every stored row, one per key: the table's, then an earlier session's leftover
+        parts', then this session's."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        tables = []
         if self.path is not None:
             if os.path.exists(self.path):
-                frames.append(pd.read_parquet(self.path))
-            if os.path.isdir(self.parts_dir):
-                frames += [pd.read_parquet(os.path.join(self.parts_dir, f))
-                           for f in sorted(os.listdir(self.parts_dir)) if f.endswith(".parquet")]
-        if self.rows:
-            frames.append(pd.DataFrame(self.rows))
-        frames = [f for f in frames if len(f)]
-        if not frames:
+                tables.append(pq.read_table(self.path))
+            if os.path.isdir(self.parts_dir):  # an earlier session's (this one's are in rows)
+                mine = {os.path.basename(p) for p in self.parts}
+                tables += [pq.read_table(os.path.join(self.parts_dir, f))
+                           for f in sorted(os.listdir(self.parts_dir))
+                           if f.endswith(".parquet") and f not in mine]
+        if self.rows:  # as its parts hold them: the same Arrow table
+            tables.append(pa.Table.from_pylist(self.rows))
+        tables = [t for t in tables if t.num_rows]
+        if not tables:
             return pd.DataFrame({"key": pd.Series(dtype=str)})
-        table = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        # one conversion of all rows (pyarrow's per-table pandas conversion is slow)
+        table = pa.concat_tables(tables, promote_options="permissive").to_pandas()
         return table.drop_duplicates("key", keep="first").reset_index(drop=True)
 
     def done_keys(self) -> set[str]:
@@ -60,13 +66,16 @@ class ResultStore:
 
     def add(self, row: dict[str, Any]) -> None:
         """Keep `row` (its part on disk before this returns); rewrite the table now and then."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         self.rows.append(row)
         if self.path is None:
             return
         os.makedirs(self.parts_dir, exist_ok=True)
         part = os.path.join(self.parts_dir, f"{row['key']}.parquet")
         with atomic_path(part, "--out") as tmp:
-            pd.DataFrame([row]).to_parquet(tmp, index=False)
+            pq.write_table(pa.Table.from_pylist([row]), tmp)
         self.parts.append(part)
         if len(self.parts) >= CONSOLIDATE_EVERY:
             self.consolidate()

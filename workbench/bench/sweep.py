@@ -1,0 +1,111 @@
+"""`workbench bench sweep`: what the sweep machinery costs and what parallelism buys.
+
+- A 200-run grid (4 engines × 5 loads × `--seeds` seeds of a small synthetic workload on the
+  `small` cluster, runs of about 0.05-0.15 s) is swept serially in this process (the anchor),
+  on the process pool and on a Dask `LocalCluster` (started outside the timing, its start
+  reported apart), each into its own Parquet table; the ratios are the serial time over each.
+- Per-run overhead: the serial sweep's wall time beyond the simulations it ran (run_policy's
+  own time, `sim_s`), per run: building the workload, storing the row, the driver
+  (target ≤ 50 ms).
+- Scaling on long runs: `--long-runs` runs of about 1.5 s each (tiresias on 400 synthetic
+  jobs, the default cluster) on a pool of 1 worker and of `--workers` (target ≥ 1.8× on 2).
+- `same_table`: the three tables are equal bit for bit but for the wall-time columns.
+
+Ratios, not seconds, are the figures: a loaded machine slows them all alike.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from typing import Any
+
+from ..output import emit
+
+SHORT = {"engines": ["fifo", "tiresias", "kube-default", "drf"],
+         "workloads": ["synthetic:n=40"], "loads": [0.5, 1.0, 1.5, 2.0, 3.0],
+         "clusters": ["small"]}
+LONG = {"engines": ["tiresias"], "workloads": ["synthetic:n=400"], "clusters": ["default"]}
+
+
+def timed_sweep(values: dict, folder: str, name: str, **executor: Any):
+    """(seconds, outcome) of a sweep of `values` into a fresh table in `folder`."""
+    from ..sweeps import make_grid, run_sweep
+
+    grid = make_grid(values)
+    start = time.perf_counter()
+    outcome = run_sweep(grid, out=os.path.join(folder, f"{name}.parquet"), **executor)
+    return time.perf_counter() - start, outcome
+
+
+def dask_sweep(values: dict, folder: str, workers: int) -> tuple[float, float, Any]:
+    """(cluster start seconds, sweep seconds, outcome) on a fresh Dask `LocalCluster`."""
+    from distributed import Client, LocalCluster
+
+    start = time.perf_counter()
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        client.wait_for_workers(workers)
+        started = time.perf_counter() - start
+        seconds, outcome = timed_sweep(values, folder, "dask", dask=client)
+    return started, seconds, outcome
+
+
+def same_tables(*tables) -> bool:
+    from ..sweeps.run import WALL_COLUMNS
+
+    first, *rest = [t.drop(columns=list(WALL_COLUMNS)).sort_values("key")
+                    .reset_index(drop=True) for t in tables]
+    return all(first.equals(t) for t in rest)
+
+
+def run(args) -> int:
+    workers = args.workers or os.cpu_count() or 1
+    short = {**SHORT, "seeds": args.seeds}
+    with tempfile.TemporaryDirectory(prefix="bench-sweep-") as folder:
+        serial_s, serial = timed_sweep(short, folder, "serial", serial=True)
+        pool_s, pool = timed_sweep(short, folder, "pool", workers=workers)
+        dask_start_s, dask_s, on_dask = dask_sweep(short, folder, workers)
+        long = {**LONG, "seeds": args.long_runs}
+        one_s, one = timed_sweep(long, folder, "long-1", workers=1)
+        many_s, _ = timed_sweep(long, folder, "long-n", workers=workers)
+    runs = len(serial.table)
+    sim_s = float(serial.table["sim_s"].sum())
+    rows = [
+        {"executor": "serial (anchor)", "runs": runs, "wall_s": serial_s, "x_faster": 1.0},
+        {"executor": f"pool, {workers} workers", "runs": runs, "wall_s": pool_s,
+         "x_faster": serial_s / pool_s},
+        {"executor": f"dask LocalCluster, {workers} workers", "runs": runs, "wall_s": dask_s,
+         "x_faster": serial_s / dask_s},
+    ]
+    long_run_s = float(one.table["sim_s"].mean())
+    result = {
+        "bench": "sweep", "workers": workers, "cpus": os.cpu_count(), "results": rows,
+        "overhead_ms_per_run": (serial_s - sim_s) / runs * 1000, "overhead_target_ms": 50.0,
+        "mean_run_s": sim_s / runs, "dask_cluster_start_s": dask_start_s,
+        "same_table": same_tables(serial.table, pool.table, on_dask.table),
+        "long_runs": args.long_runs, "long_run_s": long_run_s, "long_1_worker_s": one_s,
+        f"long_{workers}_workers_s": many_s, "long_speedup": one_s / many_s,
+        "long_speedup_target": 1.8 if workers >= 2 else None,
+    }
+    notes = [
+        (f"per-run overhead beyond the simulation (serial): {result['overhead_ms_per_run']:.1f}"
+        f" ms (target ≤ 50 ms); mean run {result['mean_run_s'] * 1000:.0f} ms"),
+        f"Dask LocalCluster start (not in its time): {dask_start_s:.1f} s",
+        (f"long runs ({args.long_runs} × {long_run_s:.2f} s): {workers} workers"
+        f" {result['long_speedup']:.2f}× faster than 1 (target ≥ 1.8× on 2)"),
+        f"same table from every executor (but wall times): {result['same_table']}",
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}",
+    ]
+    emit(result, as_json=args.json, tables={f"a {runs}-run sweep": rows}, notes=notes)
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("sweep", help="sweep overhead per run; serial vs pool vs Dask ratios")
+    p.add_argument("--seeds", type=int, default=10, help="seeds of the short grid (10: 200 runs)")
+    p.add_argument("--long-runs", type=int, default=8, help="runs of about 1.5 s for scaling")
+    p.add_argument("--workers", type=int, default=None, help="workers (default: all cores)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
