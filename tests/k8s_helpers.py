@@ -39,6 +39,22 @@ def until(what: str, check, timeout: float = 30.0, every: float = 0.1):
         time.sleep(every)
 
 
+def run_in_background(controller, until_time: float):
+    """Run `controller` until `until_time` on a daemon thread: (thread, errors it raised)."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def run():
+        try:
+            controller.run(until=until_time)
+        except BaseException as e:  # noqa: BLE001 - re-raised by the test
+            errors.append(e)
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, errors
+
+
 def exists(rest, path: str) -> bool:
     try:
         rest.get(path)

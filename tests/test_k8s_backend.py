@@ -10,11 +10,15 @@ SPEED times faster than real time, and so does the backend's, so jobs take secon
 from __future__ import annotations
 
 import contextlib
-import threading
 import time
 
 import pytest
-from k8s_helpers import auditor, fresh_namespace, no_overcommit  # noqa: F401 - fixtures
+from k8s_helpers import (  # noqa: F401 - auditor, no_overcommit: fixtures
+    auditor,
+    fresh_namespace,
+    no_overcommit,
+    run_in_background,
+)
 from k8s_helpers import need_binaries as _need_binaries
 from k8s_helpers import until as _until
 
@@ -409,15 +413,7 @@ def test_apiserver_restart_and_expired_watch_lose_no_job(cluster, namespace):
         specs = [s.with_(total_work=s.total_work * 2) for s in specs]
         _submit_all(backend, specs)
         controller = Controller(backend, make_policy("tiresias"))
-        errors: list[BaseException] = []
-
-        def run():
-            try:
-                controller.run(until=backend.now + 6000)
-            except BaseException as e:  # noqa: BLE001 - re-raised in the test thread
-                errors.append(e)
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
+        thread, errors = run_in_background(controller, backend.now + 6000)
         _until("a job running", lambda: any(j.state is JobState.RUNNING
                                             for j in list(backend.active.values())), timeout=60)
         pods = backend.cache.pods

@@ -20,12 +20,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
 import time
 from types import SimpleNamespace
 
 import pytest
-from k8s_helpers import auditor, fresh_namespace, no_overcommit, until  # noqa: F401 - fixtures
+from k8s_helpers import auditor, fresh_namespace, no_overcommit, run_in_background, until  # noqa: F401 - fixtures
 from k8s_helpers import need_binaries as _need_binaries
 
 from workbench.control import Controller
@@ -319,15 +318,7 @@ def test_dragon_loses_nothing_when_the_apiserver_is_killed_while_binding(cluster
         specs = _dragon_jobs(backend.now, 24)
         _submit(backend, specs)
         controller = Controller(backend, make_policy("dragon"))
-        errors: list[BaseException] = []
-
-        def run():
-            try:
-                controller.run(until=backend.now + 20000)
-            except BaseException as e:  # noqa: BLE001 - re-raised in the test thread
-                errors.append(e)
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
+        thread, errors = run_in_background(controller, backend.now + 20000)
         until("binding under way", lambda: auditor.binds_in(namespace) >= 6, timeout=60,
               every=0.01)
         cluster.restart("kube-apiserver", down_seconds=2.0, kill=True)

@@ -23,6 +23,7 @@ from types import SimpleNamespace
 import pytest
 from k8s_helpers import auditor, no_overcommit, until  # noqa: F401 - fixtures
 
+from workbench.bench.k8s_soak import scheduler_health
 from workbench.k8s.leader import LeaderElector, LeadingOnly, LeaseRecord, NotLeading
 
 # ---- an in-memory Lease API ------------------------------------------------------------------
@@ -548,19 +549,6 @@ def _schedule_process(cluster, namespace: str, port: int, log_path):
         stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True)
 
 
-def _health(port: int) -> str:
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
-            return r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.read().decode()
-    except OSError:
-        return ""
-
-
 def _free_port() -> int:
     import socket
 
@@ -601,7 +589,7 @@ def test_killing_the_leading_scheduler_loses_no_job_and_never_overcommits(cluste
              for i, p in enumerate(ports)]
     try:
         def one_leader():
-            states = [_health(p) for p in ports]
+            states = [scheduler_health(p) for p in ports]
             leaders = [i for i, s in enumerate(states) if s.startswith("ok: leader")]
             standbys = [i for i, s in enumerate(states) if s.startswith("ok: standby")]
             return leaders if len(leaders) == 1 and len(standbys) == 1 else None
@@ -617,7 +605,8 @@ def test_killing_the_leading_scheduler_loses_no_job_and_never_overcommits(cluste
         killed = time.monotonic()
         procs[leader].wait(10)
         binds_at_kill = auditor.binds_in(namespace)
-        until("the standby to lead", lambda: _health(ports[standby]).startswith("ok: leader"),
+        until("the standby to lead",
+              lambda: scheduler_health(ports[standby]).startswith("ok: leader"),
               timeout=LEASE + RETRY * 1.2 + 20, every=0.05)
         took_over = time.monotonic() - killed
 

@@ -55,7 +55,7 @@ def register(subparsers) -> None:
                    help="two leader-electing schedulers; SIGKILL the leader half-way")
     p.add_argument("--seed", type=int, default=14)
     p.add_argument("--timeout", type=float, default=None,
-                   help="real seconds to wait for the last job (default: submission time + 300)")
+                   help="real seconds to wait for the last job (default: submission time + 600)")
     p.add_argument("--bin-dir", help="directory with etcd and kube-* binaries")
     p.set_defaults(func=run)
 
@@ -156,6 +156,8 @@ class _Replicas:
         self.elect = count > 1
         self.directory = directory
         self.procs: list[subprocess.Popen | None] = [None] * count
+        from ..k8s.local.cluster import _free_port
+
         self.ports = [_free_port() for _ in range(count)]
         self.restarts = 0
         self.lock = threading.Lock()
@@ -174,10 +176,8 @@ class _Replicas:
                 "--policy", self.engine, "--speed", f"{self.speed:g}",
                 "--metrics-port", str(self.ports[i]), "--metrics-address", "127.0.0.1",
                 "--log-level", "INFO"]
-        if self.elect:
-            args += ["--leader-elect", "--leader-elect-namespace", self.namespace,
-                     "--leader-elect-lease-duration", "4", "--leader-elect-renew-deadline", "3",
-                     "--leader-elect-retry-period", "0.5"]
+        if self.elect:  # kube-scheduler's durations: shorter ones flap on 2 loaded cores
+            args += ["--leader-elect", "--leader-elect-namespace", self.namespace]
         log = open(self.directory / f"schedule-{self.engine}-{i}.log", "a")  # noqa: SIM115
         self.procs[i] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, env=_env())
@@ -193,7 +193,7 @@ class _Replicas:
 
     def leader(self) -> int | None:
         for i, port in enumerate(self.ports):
-            if _health(port).startswith("ok: leader" if self.elect else "ok"):
+            if scheduler_health(port).startswith("ok: leader" if self.elect else "ok"):
                 return i
         return None
 
@@ -238,15 +238,8 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _health(port: int) -> str:
+def scheduler_health(port: int) -> str:
+    """What a `workbench schedule` replica's /healthz says ('' when it does not answer)."""
     import urllib.error
     import urllib.request
 
@@ -353,7 +346,7 @@ def _soak_one(cfg: SoakConfig, cluster, engine: str, say) -> dict:
                                      "metadata": {"name": namespace}})
     specs = soak_jobs(cfg)
     directory = Path(cluster.directory) / "logs"
-    timeout = cfg.timeout or cfg.submit_seconds + 300
+    timeout = cfg.timeout or cfg.submit_seconds + 600
     with Auditor(cluster.kubeconfig) as audit:
         audit.begin()
         replicas = _Replicas(cluster, namespace, engine, cfg.speed,

@@ -2,7 +2,9 @@
 
 - Place: binds every pod of the gang through the Binding API at once, or none: when one bind
   fails the pods already bound are deleted (their Job re-creates them, pending) so no partial
-  gang stays. A 409 for the node asked for (a second bind) counts as bound.
+  gang stays. A 409 for the node asked for (a second bind) counts as bound. A bind that got no
+  answer is rolled back too, and its pod holds the node's resources (`JobBook.uncertain`) until
+  the watch or a read shows where it is; pods rolled back hold theirs until their delete is seen.
 - Scale / Migrate: checkpoint-restart. The job's progress goes into the `checkpoint`
   annotation, its pods are deleted (`gracePeriodSeconds=0`) and re-created by their Job
   (bare pods by the backend), with `parallelism` changed when the worker count changes; the new
