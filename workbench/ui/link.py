@@ -42,7 +42,7 @@ class ViewLink:
         # Writes the address bar in the browser (replaceState: no history entry per click).
         # Panel's Location would too, but only once the document has been idle, which a
         # console updating twice a second may never be.
-        self.widget = pn.widgets.TextInput(visible=False, name="view-link")
+        self.widget = pn.widgets.TextInput(visible=False)
         self.widget.jscallback(value="if (source.value) window.history.replaceState("
                                      "null, '', source.value)")
 

@@ -40,6 +40,19 @@ function createPanel(): MainAreaWidget<IFrame> {
       'allow-downloads'
     ]
   });
+  // The proxy starts the app on first use (3-8 s of an empty frame): say so until its page
+  // has loaded; the page then shows its own spinner until the console has rendered.
+  const loading = document.createElement('div');
+  loading.className = 'jp-WorkbenchPanel-loading';
+  const spinner = document.createElement('div');
+  spinner.className = 'jp-WorkbenchPanel-spinner';
+  const text = document.createElement('div');
+  text.textContent = 'Starting the Scheduling Workbench…';
+  loading.append(spinner, text);
+  frame.node.appendChild(loading);
+  frame.node
+    .querySelector('iframe')
+    ?.addEventListener('load', () => loading.remove(), { once: true });
   frame.url = URLExt.join(PageConfig.getBaseUrl(), 'workbench/');
   const panel = new MainAreaWidget({ content: frame });
   panel.id = 'workbench-app';
