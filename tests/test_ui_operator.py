@@ -130,3 +130,45 @@ def test_a_viewer_of_a_shared_console_cannot_load_the_server(browser, screenshot
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_a_notebook_console_heals_a_stale_status_line(browser, tmp_path, screenshots):
+    """Run All in JupyterLab: the inline console says the engine now scheduling, and a
+    browser copy that went stale (as one re-drawn from the state saved at display time) is
+    corrected within seconds, on a paused run that changes nothing else."""
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("jupyterlab")
+    from test_ui_browser import _jupyterlab
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        "from workbench.ui import Workbench\nwb = Workbench(policy='tiresias')\nwb",
+        "wb.state.advance(3600)\nwb.state.switch_policy('fifo')\nwb.state.policy")]
+    nbformat.write(nb, tmp_path / "run-all.ipynb")
+    with _jupyterlab(tmp_path) as url:
+        page = browser.new_page(viewport={"width": 1500, "height": 1000})
+        try:
+            page.goto(url.replace("/lab?", "/lab/tree/run-all.ipynb?") + "&reset")
+            page.locator(".jp-Notebook").wait_for(timeout=120_000)
+            page.locator("text=Python 3 (ipykernel) | Idle").wait_for(timeout=120_000)
+            page.get_by_role("menuitem", name="Run", exact=True).click()
+            page.get_by_text("Run All Cells", exact=True).click()
+            engine = page.locator("text=Engine now").first
+            end = time.monotonic() + 120
+            while "fifo" not in (engine.inner_text() if engine.count() else ""):
+                assert time.monotonic() < end, "the inline console never said fifo"
+                time.sleep(0.5)
+            # Make the browser's copy stale, as a missed update leaves it.
+            page.evaluate("""() => { for (const doc of Bokeh.documents)
+                for (const m of doc.all_models) if (typeof m.text === 'string' &&
+                    m.text.includes('Engine now')) m.text = m.text.replace('fifo', 'tiresias'); }""")
+            assert "tiresias" in engine.inner_text()
+            end = time.monotonic() + 10
+            while "fifo" not in engine.inner_text():
+                assert time.monotonic() < end, "the stale engine line was never corrected"
+                time.sleep(0.5)
+            page.screenshot(path=str(screenshots / "ui-operator-notebook.png"))
+        finally:
+            page.close()

@@ -284,3 +284,25 @@ def test_each_session_sees_its_own_what_if_and_one_runs_at_a_time():
     release.set()
     first.join()
     assert store.heavy.guard("again", lambda: 1)() == 1
+
+
+def test_a_notebook_console_resends_its_status_lines():
+    """A notebook's browser that missed a change (an output re-drawn from the state saved
+    when it was displayed) must not show a stale engine forever on a paused run."""
+    from bokeh.document import Document
+
+    from workbench.ui.app import Workbench
+
+    wb = Workbench("default", "default", "tiresias", inline=False)
+    doc = Document()
+    doc.add_root(wb.layout.get_root(doc))  # as a notebook output does
+    wb.state.switch_policy("fifo")
+    wb.sync()
+    sent = []
+    doc.on_change(lambda event: sent.append(event))
+    wb.console._resend_status(force=True)
+    texts = [e.new for e in sent if getattr(e, "attr", None) == "text"]
+    assert any("Engine now: fifo" in t for t in texts) and any("· paused" in t for t in texts)
+    sent.clear()
+    wb.console._resend_status()  # not again within STATUS_RESEND_S
+    assert sent == []

@@ -14,11 +14,13 @@ browser session gets its own Workbench unless one is shared explicitly.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 import pandas as pd
 import panel as pn
+from bokeh.document.events import ModelChangedEvent
 
 from . import export
 from .link import ViewLink
@@ -35,6 +37,7 @@ from .views import (
 )
 
 TITLE = "Scheduling Workbench"
+STATUS_RESEND_S = 3.0  # a notebook console re-sends its status lines this often (see Console)
 TAB_TITLES = ("Cluster", "Jobs", "Forecasts", "Timeline", "Decisions", "What-if", "Engine")
 _extension_loaded = False
 
@@ -131,6 +134,7 @@ class Console:
         self.tabs.param.watch(lambda e: self.sync(), "active")
         self._callbacks: list = []
         self.tick_seconds = 0.0
+        self._status_sent = -math.inf
 
     def tick(self) -> None:
         """One update: advance the simulator (if running; once per period however many
@@ -153,7 +157,26 @@ class Console:
         if _in_server_session():
             self.link.sync()
         elif self.layout._models:
+            self._resend_status()
             pn.io.push_notebook(self.layout)  # notebooks get raw Bokeh changes only when pushed
+
+    def _resend_status(self, force: bool = False) -> None:
+        """In a notebook, send the headline and the engine line again every STATUS_RESEND_S
+        even when unchanged. A notebook's browser holds its own copy of the document: one that
+        missed a change (an output re-drawn from the state saved when it was displayed, a
+        message lost before its comm was open) would show a stale status ("Engine now:
+        tiresias" after a switch to fifo) until the next change, which a paused run never
+        makes. The lines are short; the rest of the console follows the next change."""
+        now = time.monotonic()
+        if not force and now - self._status_sent < STATUS_RESEND_S:
+            return
+        self._status_sent = now
+        for pane in (self.controls.clock, self.controls.engine):
+            for model, _parent in list(pane._models.values()):
+                doc = model.document
+                if doc is not None:  # an event carrying the current text, equal or not
+                    doc.callbacks.trigger_on_change(
+                        ModelChangedEvent(doc, model, "text", model.text))
 
     def start(self) -> None:
         """Start the periodic update in the current context (a server session or the kernel)."""
