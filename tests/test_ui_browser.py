@@ -262,8 +262,14 @@ def test_the_jupyterlab_extension_opens_the_app_in_a_main_area_tab(browser, tmp_
             assert cards.count() == 1  # the extension's card; the proxy then adds none
             cards.first.click()
             page.locator(".jp-WorkbenchPanel").wait_for(timeout=30_000)
+            # While the proxy starts the app, the tab says so (not seconds of a blank pane).
+            starting = page.locator(".jp-WorkbenchPanel-loading",
+                                    has_text="Starting the Scheduling Workbench")
+            starting.wait_for(timeout=10_000)
+            page.screenshot(path=str(screenshots / "ui-jupyterlab-starting.png"))
             app = page.frame_locator(".jp-WorkbenchPanel iframe")
             app.locator(".bk-tab", has_text="Cluster").first.wait_for(timeout=120_000)
+            assert starting.count() == 0  # gone once the app's page has loaded
             page.screenshot(path=str(screenshots / "ui-jupyterlab-extension.png"))
         finally:
             page.close()

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import subprocess
 import time
 from pathlib import Path
@@ -201,37 +200,3 @@ def test_a_link_restores_tab_engine_and_selected_job(browser, server, screenshot
     finally:
         p.close()
 
-
-def test_the_jupyterlab_tab_says_the_app_is_starting(browser, tmp_path, screenshots):
-    """The workbench-launcher extension's tab shows "Starting the Scheduling Workbench…" with
-    a spinner while the proxy starts the app (seconds of an empty frame before), and drops it
-    once the app's page has loaded."""
-    pytest.importorskip("jupyter_server_proxy")
-    from test_ui_browser import _jupyterlab
-
-    built = Path(__file__).resolve().parents[1] / "workbench" / "ui" / "labextensions"
-    if not (built / "workbench-launcher" / "package.json").is_file():
-        pytest.skip("extension not built (extensions/workbench-launcher: jlpm build:prod)")
-    jupyter_path = tmp_path / "share"
-    (jupyter_path / "labextensions").mkdir(parents=True)
-    (jupyter_path / "labextensions" / "workbench-launcher").symlink_to(built / "workbench-launcher")
-    config = tmp_path / "jupyter_server_config.py"
-    config.write_text("from workbench.ui.jupyter import setup_workbench\n"
-                      "c.ServerProxy.servers = {'workbench': setup_workbench()}\n")
-    env = {**os.environ, "JUPYTER_PATH": str(jupyter_path)}
-    with _jupyterlab(tmp_path, f"--config={config}", env=env) as url:
-        page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        try:
-            page.goto(f"{url}&reset")
-            card = page.locator(".jp-LauncherCard", has_text="Scheduling Workbench").first
-            card.wait_for(timeout=120_000)
-            card.click()
-            starting = page.locator(".jp-WorkbenchPanel-loading",
-                                    has_text="Starting the Scheduling Workbench")
-            starting.wait_for(timeout=10_000)
-            page.screenshot(path=str(screenshots / "ui-jupyterlab-starting.png"))
-            app = page.frame_locator(".jp-WorkbenchPanel iframe")
-            app.locator(".bk-tab", has_text="Cluster").first.wait_for(timeout=120_000)
-            assert starting.count() == 0
-        finally:
-            page.close()
