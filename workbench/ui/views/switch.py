@@ -23,6 +23,7 @@ from ...policies import available
 from ...policies.base import placement_engines
 from ...whatif import SwitchPreview
 from ..state import WorkbenchState
+from ._base import in_session
 
 OWN_PLACEMENT = "(engine's own)"
 CONFIRM_LABEL = "switch anyway, despite the predicted harm"
@@ -208,7 +209,7 @@ class SwitchPanel:
                                             + self.preview_text.object)
                 return
             self.confirm.value = confirmed
-            _in_session(lambda: self.apply_choice(confirmed=True))
+            in_session(lambda: self.apply_choice(confirmed=True))  # after an await
             return
         self.apply_choice()
 
@@ -230,12 +231,3 @@ class SwitchPanel:
         self.candidate.value = ""
         self.show(None)
 
-
-def _in_session(action: Callable[[], None]) -> None:
-    """Run `action` where it may change the session's Bokeh models: after an await a served
-    session no longer holds its document's lock, so on the session's next tick."""
-    doc = pn.state.curdoc
-    if doc is not None and doc.session_context is not None:
-        doc.add_next_tick_callback(action)
-    else:
-        action()
