@@ -437,10 +437,13 @@ class SpeConPolicy(Policy):
                     for n, after in rec["relieved_after"].items() if rec["relieved"][n] > 0]
         own = [rec["own_rate_after"] / rec["own_rate_before"] for rec in self.migrations
                if rec["own_rate_after"] and rec["own_rate_before"]]
+        measured = {n: g for n, g in self.growth.items() if g is not None}
         return {
             "alpha": self.alpha,
             "interval": f"{self.interval:g} {self.interval_unit}",
-            "growth": {n: g for n, g in self.growth.items()},
+            **({} if measured else {"status": "no growth measured yet: a job's growth rate is"
+                                              " known after its first interval"}),
+            "growth": measured,
             "slow_growing": sorted(n for n, g in self.growth.items() if g is not None and g < self.alpha),
             "migrations": len(self.migrations),
             "held": sorted(self._held),

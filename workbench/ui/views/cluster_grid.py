@@ -64,7 +64,7 @@ class GpuGrid:
             self.gpu_source.selected.indices = []  # the same cell may be clicked again
 
     def _figure(self):
-        fig = figure(height=self._height or 300, sizing_mode="stretch_width",
+        fig = figure(height=self._height or 300, sizing_mode="stretch_width", name="cluster_gpus",
                      tools="pan,wheel_zoom,box_zoom,reset", active_scroll="wheel_zoom",
                      toolbar_location="above", x_range=Range1d(), y_range=Range1d(),
                      output_backend="webgl")

@@ -53,6 +53,7 @@ class Heatmap:
 
     def _figure(self):
         fig = figure(height=300, sizing_mode="stretch_width", tools="pan,wheel_zoom,reset",
+                     name="cluster_overview",
                      active_scroll="wheel_zoom", toolbar_location="above", x_range=Range1d(),
                      y_range=Range1d(), output_backend="webgl")
         fig.axis.visible = False

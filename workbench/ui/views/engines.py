@@ -61,7 +61,8 @@ TITLES = {
     "least_allocated_score": "kube-default: least-allocated score per node (next pod goes to"
                              " the highest)",
     "jobs_per_queue": "Tiresias: jobs per priority queue",
-    "attained_gpu_h": "Tiresias: GPU-hours attained per running job",
+    "hours_to_next_queue": "Tiresias: hours until each running job drops a queue (soonest"
+                           " first)",
     "marginal_gain_h": "Optimus: hours one more worker would save, per job",
     "workers": "workers held per job",
 }
@@ -72,7 +73,7 @@ KINDS = {"price": "matrix", "price_max": "matrix", "reserved_share": "matrix",
          "gangs": "table", "locality": "bars", "scaling_events": "table", "scaling": "table",
          "waiting_h": "bars", "jobs": "table", "classes": "bars", "qoe": "bars",
          "queue": "table", "fragmentation": "bars", "dominant_share": "bars",
-         "least_allocated_score": "bars", "jobs_per_queue": "bars", "attained_gpu_h": "bars",
+         "least_allocated_score": "bars", "jobs_per_queue": "bars", "hours_to_next_queue": "bars",
          "marginal_gain_h": "bars", "workers": "bars"}
 CLOCK = {"time", "finish", "low", "high", "deadline", "arrival", "since", "start", "end"}
 DURATION = {"wait", "sd", "slack", "slack_at_plan", "time_to_target", "run_time", "waited"}
@@ -224,6 +225,8 @@ class _Block:
                                    sizing_mode="stretch_width")
 
     def update(self, value: Any, view: dict) -> None:
+        # a chart of nothing is a blank box: hidden until there is something (a fact says why)
+        self.panel.visible = self.kind == "table" or not _is_empty(value)
         if self.kind == "bars":
             self.bars.set(value)
             hist = self.state.engine_history.get(self.key, [])
