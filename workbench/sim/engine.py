@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import math
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -53,6 +54,7 @@ from ..model import (
 )
 from .live import LiveJobStatus
 from .queue import WaitingQueue
+from .snapshot import Snapshot, take
 
 _EPS = 1e-9
 
@@ -239,6 +241,67 @@ class SimBackend:
     def gpu_holders(self) -> dict[str, list[tuple[int, int, float]]]:
         """Per job, the GPUs it holds as (node index, GPU index, amount)."""
         return {name: h.gpus for name, h in self._held.items() if h.gpus}
+
+    def snapshot(self, engine: str = "") -> Snapshot:
+        """The present as a `Snapshot` (as a live cluster's is taken; `fork` copies it exactly)."""
+        return take(self, self.observe(), source="simulator", engine=engine,
+                    restart_delay=self.restart_delay, checkpoint_interval=self.checkpoint_interval,
+                    upcoming=self._specs[self._next_arrival:], clock_origin=self.clock.origin)
+
+    # ---- restoring a snapshot (sim.restore) ----------------------------------------------
+
+    def restore_job(self, found: JobStatus) -> None:
+        """Put the arrived job `found.name` where a snapshot found it (`found`: its status
+        then): finished, waiting, or placed on `found.workers`/`found.ps` and running from
+        now with no restart delay (restarting: paying a full one; holding: a partial gang).
+        Its progress, service, restarts and history are taken over. ValueError naming the
+        job when its placement does not fit."""
+        job = self.jobs[found.name]
+        for attr in ("progress", "attained_service", "executed_time", "restarts", "admitted",
+                     "reason", "metric", "history", "first_start", "finish_time"):
+            setattr(job, attr, copy.copy(getattr(found, attr)))
+        if found.state is JobState.PENDING:
+            return
+        self._queue.discard(job.name)
+        if found.state.finished:
+            job.state = found.state
+            self._bump(job)
+            del self.active[job.name]
+            self.finished.append(job)
+            return
+        try:
+            self._allocate(job, found.workers, found.ps)
+        except _Refused as e:
+            raise ValueError(str(e)) from None
+        job.target_workers = found.target_workers or job.num_workers
+        job.target_ps = found.target_ps or job.num_ps
+        if found.state is JobState.HOLDING:
+            job.state = JobState.HOLDING
+            self._queue.add(job)
+        elif found.state is JobState.RESTARTING:
+            self._begin_restart(job)
+        else:
+            self._start_running(job)
+        job.last_start = found.last_start if found.last_start is not None else job.last_start
+
+    def hold_background(self, node: str, held: Resources) -> None:
+        """Resources on `node` held by something no engine schedules (another scheduler's
+        pods on a live cluster): never free for the jobs."""
+        i = self.node_index[node]
+        self.allocated[i] += held.as_array()
+        whole = [k for k, free in enumerate(self.gpu_free[i].tolist()) if free >= 1 - _EPS]
+        self.gpu_free[i, whole[:math.ceil(held.gpu - _EPS)]] = 0.0
+        self._totals = None
+
+    def set_schedulable(self, node: str, up: bool) -> None:
+        """Whether `node` takes new work; unlike a fault, the jobs on it carry on (a cordon)."""
+        self.node_up[self.node_index[node]] = up
+        self._totals = self._capacity_totals = None
+
+    def reset_usage(self) -> None:
+        """Count utilisation from now on only (a run restored from a snapshot starts now)."""
+        self.usage = Usage()
+        self._usage_time = self._now
 
     def fork(self) -> "SimBackend":
         """An independent copy for what-if runs (shares the read-only perf model)."""
