@@ -95,6 +95,7 @@ class TiresiasPolicy(Policy):
         return {**self.__dict__, "_view": _View(), "_entered_at": dict(self._entered_at)}  # a copy runs on another backend's jobs
 
     def queue_of(self, job: JobStatus) -> int:
+        # by service alone: no promotion back (artifact tiresias.py: `_solve_starvation = 0`)
         return bisect.bisect_right(self.queue_thresholds, job.attained_service)
 
     def next_wakeup(self, state: ClusterState | None) -> float | None:
@@ -314,6 +315,7 @@ class TiresiasPolicy(Policy):
             else:
                 job = item
                 need = job.spec.worker_demand.gpu * job.spec.initial_workers
+                # artifact tiresias.py: a job that does not fit is skipped, the next may run
                 if used + need <= capacity + 1e-9:
                     starting.append(job)
                     used += need
