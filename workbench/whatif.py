@@ -15,12 +15,14 @@ a worker thread while the live run goes on. Figures come from `metrics`, as for 
 from __future__ import annotations
 
 import copy
+import copyreg
 import dataclasses
 import math
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -52,17 +54,42 @@ class ForkRun:
 
 
 def run_forks(base: Forkable, engines: Mapping[str, Policy | str], until: float | None = None,
-              budget_s: float | None = None) -> list[ForkRun]:
+              budget_s: float | None = None, executor: Executor | None = None) -> list[ForkRun]:
     """Each engine (an engine, or a name made afresh) on its own fork of `base`, run to
     `until` (None: the end), for at most `budget_s` seconds of wall time each (None: no
-    limit). `base` itself is not moved."""
-    runs = []
-    for label, engine in engines.items():
-        twin = Controller(base.fork(), make_policy(engine) if isinstance(engine, str) else engine)
-        t0 = time.perf_counter()
-        complete = run_ahead(twin, until, None if budget_s is None else t0 + budget_s)
-        runs.append(ForkRun(label, twin, complete, time.perf_counter() - t0))
-    return runs
+    limit). `base` itself is not moved. With an `executor` (a process pool: the sweep's
+    executor) the forks run on it side by side, each fork and engine sent to a worker and
+    its run sent back (the caller's engine objects are then copies); None: one after another
+    on this thread."""
+    twins = [(label, Controller(base.fork(),
+                                make_policy(engine) if isinstance(engine, str) else engine))
+             for label, engine in engines.items()]
+    if executor is None:
+        return [run_fork(label, twin, until, budget_s) for label, twin in twins]
+    pickle_dict_views()
+    futures = [executor.submit(run_fork, label, twin, until, budget_s) for label, twin in twins]
+    return [future.result() for future in futures]
+
+
+def run_fork(label: str, twin: Controller, until: float | None, budget_s: float | None
+             ) -> ForkRun:
+    """`twin` (a Controller on a fork) run forward as `run_forks` runs each."""
+    pickle_dict_views()  # in a worker process: the run is pickled back
+    t0 = time.perf_counter()
+    complete = run_ahead(twin, until, None if budget_s is None else t0 + budget_s)
+    return ForkRun(label, twin, complete, time.perf_counter() - t0)
+
+
+def pickle_dict_views() -> None:
+    """Let a dict's live view (`ClusterState.placed`, an engine's cached view of it) cross
+    to another process, as a list: a fork's last snapshot holds one. Idempotent."""
+    copyreg.pickle(type({}.values()), _values_as_list)
+
+
+def _values_as_list(view) -> tuple:
+    return list, (list(view),)
+
+
 
 
 def run_ahead(controller: Controller, until: float | None, deadline: float | None = None) -> bool:
