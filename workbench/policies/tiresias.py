@@ -92,7 +92,8 @@ class TiresiasPolicy(Policy):
         self._view = _View()
 
     def __getstate__(self) -> dict:
-        return {**self.__dict__, "_view": _View(), "_entered_at": dict(self._entered_at)}  # a copy runs on another backend's jobs
+        # a copy runs on another backend's jobs
+        return {**self.__dict__, "_view": _View(), "_entered_at": dict(self._entered_at)}
 
     def queue_of(self, job: JobStatus) -> int:
         # by service alone: no promotion back (artifact tiresias.py: `_solve_starvation = 0`)
