@@ -35,11 +35,12 @@ ENGINES = ("tiresias", "optimus", "pollux")
 DEFAULT_DIR = Path("..") / "shared" / "data" / "pollux"
 DATA_ENV = "WORKBENCH_POLLUX_DATA"
 
-# Average JCT (seconds) per workload 1..8 (rounded to 4 decimals): the artifact's published raw results for its
-# Figure 8a, simulator/results-jobload/<engine>-<load>/summary.json "avgs" (osdi21-artifact,
-# commit c793c70). Running the artifact's simulator unmodified (python 3.11, numpy 1.26,
-# pandas 1.5.3, scipy 1.11, `simulator.py --policy P workloads-L/workload-N.csv`, 2026-11-23)
-# reproduced every figure checked to the last digit (docs/reference-results.md lists which).
+# Average JCT (seconds) per workload 1..8, rounded to 4 decimals: the artifact's published raw
+# results for its Figure 8a, simulator/results-jobload/<engine>-<load>/summary.json "avgs"
+# (osdi21-artifact, commit c793c70). Running the artifact's simulator unmodified (python 3.11,
+# numpy 1.26, pandas 1.5.3, scipy 1.11, `simulator.py --policy P workloads-L/workload-N.csv`,
+# 2026-11-23) reproduced every figure checked to the last digit (docs/reference-results.md
+# lists which).
 REFERENCE: dict[str, dict[str, tuple[float, ...]]] = {
     "tiresias": {
         "0.5": (1450.9375, 2333.275, 1869.9, 1946.7625, 1425.3875, 1826.575, 3979.15, 1899.95),

@@ -67,7 +67,8 @@ class _View:
         self.started: list[JobStatus] = []  # placed by the last round
         self.left: list[JobStatus] = []  # preempted by the last round
         self.waiting0: dict[str, JobStatus] = {}  # see TiresiasPolicy._first_queue_waiting
-        self.low: list[tuple] = []  # waiting jobs of lower queues: (queue, entered, arrival, name, job)
+        # waiting jobs of lower queues: (queue, entered, arrival, name, job), sorted
+        self.low: list[tuple] = []
         self.low_names: set[str] = set()
         self.wakeup_for: ClusterState | None = None
         self.wakeup: float | None = None
