@@ -2,15 +2,17 @@
 
 `Backend` is everything a caller may use on any backend; `Forkable` is the capability only
 the simulator has (copy the present and run it forward, say exactly which GPU each job
-holds). Callers test a capability with `isinstance(backend, Forkable)`, never `hasattr`.
+holds); `Snapshottable` the one both have (write the present down, `sim.snapshot`).
+Callers test a capability with `isinstance(backend, Forkable)`, never `hasattr`.
 `refusal` is the one rule book both backends consult before carrying out an action, so the
 same action is refused for the same reason, in the same words, on either.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .model import (
     Action,
@@ -103,6 +105,15 @@ class Forkable(Protocol):
 
     def gpu_holders(self) -> dict[str, list[tuple[int, int, float]]]:
         """Per job, the GPUs it holds as (node index, GPU index, amount)."""
+
+
+@runtime_checkable
+class Snapshottable(Protocol):
+    """A backend whose present can be written down as a `sim.snapshot.Snapshot`: both. A
+    what-if on a backend that cannot fork runs on a simulator restored from its snapshot."""
+
+    def snapshot(self, engine: str = "") -> Any:
+        """The present as a `Snapshot` (`engine`: the name of the engine scheduling)."""
 
 
 def refusal(job: JobStatus, action: Action, *, binding: bool = False) -> str | None:

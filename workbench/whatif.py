@@ -1,4 +1,8 @@
-"""Looking ahead on the simulator: fork the present and run engines forward on the copies.
+"""Looking ahead: fork the present and run engines forward on the copies.
+
+The simulator forks itself; any other backend (a live Kubernetes cluster) is written down as a
+snapshot and restored as a simulator (`look_ahead_base`, `sim.restore`): previews and
+what-ifs then work on it alike, their results saying when the snapshot was taken.
 
 - `run_forks`: each engine on its own fork of a backend, run to a time or to the end, each
   within an optional wall-clock budget (`Controller.what_if` is this).
@@ -29,18 +33,39 @@ from typing import Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from .backend import Forkable
+from .backend import Forkable, Snapshottable
 from .control import Controller
 from .metrics import job_metrics, run_metrics, usage_metrics
 from .model import JobState, JobStatus
 from .policies import check_engine, make_policy
 from .policies.base import Policy
+from .sim.restore import from_snapshot
 
 WHAT_IF_COLUMNS = ("completed", "rejected", "unfinished", "avg_jct_h", "median_jct_h",
                    "p95_jct_h", "makespan_h", "avg_queue_h", "deadline_hit_rate",
                    "gpu_alloc_util", "restarts")
 T = TypeVar("T")
 RUN_SLICE = 50  # rounds between two looks at the wall clock of a budgeted run
+
+
+def look_ahead_base(backend: Any, engine: str = "") -> tuple[Forkable, float | None]:
+    """A copy of `backend`'s present to run engines forward on, and the Unix time of the
+    snapshot it was restored from (None: the simulator's own exact fork). `engine`: the
+    engine scheduling now, recorded in the snapshot."""
+    if isinstance(backend, Forkable):
+        return backend.fork(), None
+    if isinstance(backend, Snapshottable):
+        snapshot = backend.snapshot(engine)
+        return from_snapshot(snapshot), snapshot.wall_time
+    raise TypeError(f"{type(backend).__name__} can neither fork nor take a snapshot")
+
+
+def snapshot_note(wall_time: float | None) -> str:
+    """' (from a snapshot of the cluster at 21:04:05 UTC)', or '' for a simulator's fork."""
+    if wall_time is None:
+        return ""
+    when = time.strftime("%H:%M:%S UTC", time.gmtime(wall_time))
+    return f" (from a snapshot of the cluster at {when})"
 
 
 @dataclass
@@ -134,6 +159,7 @@ class SwitchPreview:
     changes: pd.DataFrame  # jobs whose outcome differs most
     decisions: pd.DataFrame  # the first decisions each policy would take
     seconds: float
+    snapshot_at: float | None = None  # Unix time of the live cluster's snapshot (None: a fork)
 
     def comparison(self) -> pd.DataFrame:
         """The table transposed: one row per measure, one column per engine (fits a sidebar)."""
@@ -155,7 +181,8 @@ class SwitchPreview:
             parts.append(f"deadlines met {a.deadline_hits:.0f} → {b.deadline_hits:.0f}")
         if a.rejected or b.rejected:
             parts.append(f"rejected {a.rejected:.0f} → {b.rejected:.0f}")
-        return f"over the next {self.horizon / 3600:g} h: " + ", ".join(parts)
+        return (f"over the next {self.horizon / 3600:g} h{snapshot_note(self.snapshot_at)}: "
+                + ", ".join(parts))
 
     def warnings(self) -> list[str]:
         """What the switch is predicted to make worse, and whether the candidate can run this
@@ -188,9 +215,9 @@ class SwitchPreview:
         return now > self.start
 
 
-def prepare_preview(backend: Forkable, current: Policy, candidate: Policy, horizon: float
+def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: float
                     ) -> Callable[[], SwitchPreview]:
-    """Fork `backend` now; return a function running `current` (a copy, keeping its learning
+    """Fork `backend` now (a live cluster: its snapshot, see `look_ahead_base`); return a function running `current` (a copy, keeping its learning
     state) and `candidate` side by side on the fork for `horizon` seconds."""
     if candidate.name == current.name:
         raise ValueError(f"{candidate.name} is already the engine scheduling now")
@@ -198,7 +225,7 @@ def prepare_preview(backend: Forkable, current: Policy, candidate: Policy, horiz
         keep = copy.deepcopy(current)  # keeps the engine's learning state
     except Exception:  # noqa: BLE001 - an engine that cannot be copied starts afresh
         keep = make_policy(current.name)
-    base = backend.fork()
+    base, taken = look_ahead_base(backend, current.name)
     start = base.now
     base_usage = copy.copy(base.usage)
     cur, new = current.name, candidate.name
@@ -210,7 +237,7 @@ def prepare_preview(backend: Forkable, current: Policy, candidate: Policy, horiz
         outcomes = {r.label: dict(r.controller.backend.jobs) for r in runs}
         changes = job_changes(outcomes[cur], outcomes[new], cur, new, start)
         return SwitchPreview(cur, new, start, horizon, table, changes, first_decisions(runs),
-                             time.perf_counter() - t0)
+                             time.perf_counter() - t0, taken)
 
     return run
 
@@ -346,15 +373,16 @@ class WhatIfResult:
     table: pd.DataFrame  # one row per engine
     jct_h: dict[str, np.ndarray] = field(default_factory=dict)  # completed jobs' JCT per engine
     seconds: float = 0.0
+    snapshot_at: float | None = None  # Unix time of the live cluster's snapshot (None: a fork)
 
 
-def prepare_what_if(backend: Forkable, names: Sequence[str], until: float | None,
+def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
                     budget_s: float) -> Callable[[], WhatIfResult]:
-    """Fork `backend` now; return a function running each engine of `names` on its own copy of
+    """Fork `backend` now (a live cluster: its snapshot, see `look_ahead_base`); return a function running each engine of `names` on its own copy of
     the fork to `until` (None: the end), each for at most `budget_s` seconds of wall time."""
     for name in names:
         check_engine(name)
-    base = backend.fork()
+    base, taken = look_ahead_base(backend)
     start = base.now
 
     def run() -> WhatIfResult:
@@ -369,7 +397,8 @@ def prepare_what_if(backend: Forkable, names: Sequence[str], until: float | None
                          "note": "" if r.complete else f"stopped after {budget_s:g} s of wall time",
                          "wall_s": r.seconds})
             jct[name] = completed_jct_h(twin.backend.jobs.values())
-        return WhatIfResult(start, until, pd.DataFrame(rows), jct, time.perf_counter() - t0)
+        return WhatIfResult(start, until, pd.DataFrame(rows), jct, time.perf_counter() - t0,
+                            taken)
 
     return run
 

@@ -10,7 +10,8 @@ the training annotations of `labels`. The backend is a thin facade over four par
   waiting from their checkpoint, as the simulator's faults do;
 - `actions.Actuator` carries out Place / Scale / Migrate / Suspend / Reject / Wait, binding
   gangs all or nothing (`binder.Binder` makes the API calls, Events included);
-- this module: the clock, job submission, the waiting between rounds, and `stats()`.
+- this module: the clock, job submission, the waiting between rounds, `stats()`, and
+  `snapshot()` (the cluster now as a `sim.snapshot.Snapshot`, for what-ifs and previews).
 
 The clock is the wall clock, optionally sped up (`speed`, to match the node emulator's fast
 clock): `advance(until)` sleeps until that time, or until the watch sees a change a decision
@@ -32,6 +33,7 @@ from kubernetes.client.exceptions import ApiException
 from ..backend import Outcome
 from ..errors import ConfigError
 from ..model import GPU, Action, ClusterState, JobSpec, JobState, JobStatus
+from ..sim.snapshot import Snapshot, take
 from . import labels
 from .actions import Actuator
 from .binder import Binder
@@ -57,7 +59,7 @@ class K8sBackend:
                  plan_timeout: float = 30.0, idle_wait: float = 60.0,
                  history_interval: float = 300.0, debounce: float = 0.05,
                  sync_interval: float = 0.5, start: bool = True,
-                 context: str | None = None) -> None:
+                 context: str | None = None, restart_delay: float = 30.0) -> None:
         if api_client is None:
             api_client = load_api_client(kubeconfig, pool_size=threads + 8, context=context)
         self.api_client = api_client
@@ -71,6 +73,8 @@ class K8sBackend:
         self.idle_wait = idle_wait
         self.debounce = debounce
         self.sync_interval = sync_interval
+        self.restart_delay = restart_delay  # what a snapshot's simulator charges per restart
+        self._progress_seen: dict[str, tuple[float, float]] = {}  # job -> (progress, clock)
         self.cache = ClusterCache(api_client, namespace, scheduler_name)
         self.binder = Binder(self.rest, threads=threads, events=events)
         self.book = JobBook()
@@ -118,7 +122,7 @@ class K8sBackend:
         except TimeoutError as e:
             self.cache.stop()
             raise ConfigError(f"cannot reach the API server: {e}") from None
-        self.reconciler.sync()
+        self._sync()
         return self
 
     def interrupt(self) -> None:
@@ -183,11 +187,45 @@ class K8sBackend:
                 # timeline sample after applying) must not hide a change it has not seen
                 self._observed = self.cache.decisive
                 self._fresh_round = False
-            self.reconciler.sync()
             self.rounds_observed += 1
-            book = self.book
-            return book.view.state(self.now, book.allocated + book.reserved, book.active,
-                                   queue=book.queue)
+            return self._state()
+
+    def _state(self) -> ClusterState:
+        """The cluster as the book holds it after a sync (without marking changes as seen by
+        a round, which only `observe` does)."""
+        self._sync()
+        book = self.book
+        return book.view.state(self.now, book.allocated + book.reserved, book.active,
+                               queue=book.queue)
+
+    def _sync(self) -> None:
+        """Bring the book up to the watch, noting when each job's reported progress was first
+        seen (a snapshot extrapolates from then: reports come every few seconds)."""
+        self.reconciler.sync()
+        now, seen = self.now, self._progress_seen
+        for job in list(self.book.active.values()):
+            if (last := seen.get(job.name)) is None or last[0] != job.progress:
+                seen[job.name] = (job.progress, now)
+        if len(seen) > 2 * len(self.book.active) + 64:  # forget finished jobs now and then
+            for name in [n for n in seen if n not in self.book.active]:
+                del seen[name]
+
+    def snapshot(self, engine: str = "") -> Snapshot:
+        """The cluster now as a `Snapshot` (see `sim.snapshot`): a running job's progress is
+        its last report's, carried forward at its reported throughput from when the report
+        was seen; the restart delay is `restart_delay`. Safe beside a running scheduler: it
+        marks no change as seen by a round."""
+        with self._lock:
+            state = self._state()
+            now = state.now
+            progress = {j.name: j.progress + j.throughput * max(now - seen[1], 0.0)
+                        for j in state.jobs.values()
+                        if j.state is JobState.RUNNING and j.throughput > 0
+                        and (seen := self._progress_seen.get(j.name)) is not None}
+            return take(self, state, source="kubernetes", engine=engine,
+                        restart_delay=self.restart_delay, progress_at=progress,
+                        upcoming=[spec for _, _, spec in sorted(self._deferred)],
+                        clock_origin=self.clock.origin)
 
     def apply(self, actions: Sequence[Action]) -> list[Outcome]:
         with self._lock:
@@ -201,7 +239,7 @@ class K8sBackend:
             since = self.cache.decisive
             if self.reconciler.due():
                 with self._lock:
-                    self.reconciler.sync()
+                    self._sync()
             now = self.now
             if now >= until or self.cache.decisive != self._observed or self._interrupted:
                 return
