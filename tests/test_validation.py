@@ -168,7 +168,7 @@ def test_every_json_output_parses_strictly(args):
 
 def test_out_json_is_strict_and_nan_became_null(tmp_path):
     out = tmp_path / "r.json"
-    proc = run("simulate", "--limit", "20", "--out-json", str(out))
+    proc = run("simulate", "--trace", "synthetic:n=10,deadline=none", "--out-json", str(out))
     assert proc.returncode == 0, proc.stderr
     result = strict_loads(out.read_text())
     assert result["results"][0]["deadline_hit_rate"] is None  # no deadlines: NaN before
