@@ -394,7 +394,8 @@ def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
             m = run_metrics(twin.backend)
             rows.append({"policy": name, **{k: m[k] for k in WHAT_IF_COLUMNS},
                          "stalled": len(twin.stalled), "ran_to_h": twin.backend.now / 3600,
-                         "note": "" if r.complete else f"stopped after {budget_s:g} s of wall time",
+                         "note": (("" if r.complete else f"stopped after {budget_s:g} s of"
+                                   " wall time") + snapshot_note(taken)).strip(),
                          "wall_s": r.seconds})
             jct[name] = completed_jct_h(twin.backend.jobs.values())
         return WhatIfResult(start, until, pd.DataFrame(rows), jct, time.perf_counter() - t0,

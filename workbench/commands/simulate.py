@@ -105,6 +105,8 @@ def run_simulate(args) -> int:
                           f" got {args.policy!r}")
     for p in policies:
         check_engine(p, flag)
+    if getattr(args, "from_snapshot", None):
+        return _run_from_snapshot(args, [_engine(p, args.placement) for p in policies])
     jobs = load_jobs(args.trace, seed=args.seed, limit=args.limit)
     nodes = load_nodes(args.trace, args.cluster, args.nodes, args.gpus_per_node)
     faults = parse_faults(args.fault, nodes)
@@ -121,16 +123,65 @@ def run_simulate(args) -> int:
     gpus = sum(n.gpus for n in nodes)
     result = {"trace": args.trace, "jobs": len(jobs), "nodes": len(nodes), "gpus": gpus,
               "seed": args.seed, "results": rows}
+    title = f"{args.trace}: {len(jobs)} jobs on {len(nodes)} nodes / {gpus} GPUs (seed {args.seed})"
+    return _report(args, results, result, title)
+
+
+def _report(args, results: list, result: dict, title: str) -> int:
+    """Write the runs' decisions, CSV and JSON where asked, and print the results table."""
+    rows = result["results"]
     if getattr(args, "decisions", None):  # the largest first: a SIGINT in it leaves all three
         _write_decisions(args.decisions, results)
     if getattr(args, "csv", None):
         _write_csv(args.csv, rows)
     if getattr(args, "out_json", None):
         write_json(args.out_json, "--out-json", result)
-    title = f"{args.trace}: {len(jobs)} jobs on {len(nodes)} nodes / {gpus} GPUs (seed {args.seed})"
     table = [{c: r.get(c) for c in SUMMARY_COLUMNS} for r in rows]
     emit(result, as_json=args.json, tables={title: table})
     return 0
+
+
+SNAPSHOT_EXCLUDES = {"trace": "default", "cluster": None, "nodes": None,
+                     "gpus_per_node": None, "limit": None, "fault": []}
+
+
+def _run_from_snapshot(args, engines: list) -> int:
+    """Each engine run to the end from the cluster saved in `--from-snapshot` (its nodes,
+    jobs, progress and restart delay: see `sim.restore`); a job that can never run there is
+    rejected as `workbench simulate` rejects it (`session.refusals`)."""
+    from ..errors import InputError
+    from ..experiment import RunResult
+    from ..metrics import run_metrics
+    from ..session import AdmittingController, refusals
+    from ..sim.restore import from_snapshot
+    from ..sim.snapshot import Snapshot
+
+    for key, default in SNAPSHOT_EXCLUDES.items():
+        if getattr(args, key) != default:
+            raise ConfigError(f"--from-snapshot: the workload and cluster come from the snapshot;"
+                              f" drop --{key.replace('_', '-')}")
+    snapshot = Snapshot.load(args.from_snapshot)
+    specs = [j.spec for j in snapshot.active] + snapshot.upcoming
+    verdicts = refusals(specs, [r.node for r in snapshot.nodes])  # as `simulate` rejects them
+    refused = [(s, verdicts[s.name]) for s in specs if s.name in verdicts]
+    results = []
+    for engine in engines:
+        t0 = time.perf_counter()
+        try:
+            backend = from_snapshot(snapshot)
+        except ValueError as e:  # a placement that does not fit its node
+            raise InputError(str(e), file=args.from_snapshot) from None
+        controller = AdmittingController(backend, engine, refused)
+        controller.run()
+        metrics = run_metrics(backend, controller.recorder.timeline)
+        metrics["stalled"] = len(controller.stalled)
+        results.append(RunResult(engine.name, metrics, controller, time.perf_counter() - t0))
+    gpus = sum(r.node.gpus for r in snapshot.nodes)
+    result = {"snapshot": args.from_snapshot, "taken_at": snapshot.taken_at,
+              "jobs": len(snapshot.jobs) + len(snapshot.upcoming), "nodes": len(snapshot.nodes),
+              "gpus": gpus, "results": [r.row() for r in results]}
+    title = f"{args.from_snapshot}: {snapshot.describe()}"
+    return _report(args, results, result, title)
 
 
 def _engine(name: str, placement: str | None):
@@ -167,6 +218,9 @@ def register(sub) -> None:
     p.add_argument("--csv", help="also write the results table to this CSV file")
     p.add_argument("--out-json", help="also write the results to this JSON file")
     p.add_argument("--decisions", help="write every decision with its reason to this CSV file")
+    p.add_argument("--from-snapshot", metavar="FILE",
+                   help="start from a cluster saved by `workbench snapshot` (its nodes, jobs,"
+                        " progress and restart delay) instead of a trace")
     p.set_defaults(func=run_simulate)
 
     c = sub.add_parser("compare", help="run several engines on the same workload side by side")
@@ -176,6 +230,8 @@ def register(sub) -> None:
     c.add_argument("--csv", help="also write the results table to this CSV file")
     c.add_argument("--out-json", help="also write the results to this JSON file")
     c.add_argument("--decisions", help="write every decision with its reason to this CSV file")
+    c.add_argument("--from-snapshot", metavar="FILE",
+                   help="start from a cluster saved by `workbench snapshot` instead of a trace")
     c.set_defaults(func=run_simulate)
 
     ls = sub.add_parser("policies", help="list the scheduling engines")

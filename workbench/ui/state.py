@@ -10,7 +10,9 @@ once per refresh), read its properties and call its methods, never the backend's
     result = state.what_if()           # every engine from here to the end
 
 On a real cluster (not the simulator) the controls that change it can be locked
-(`controls_locked`); the methods that would change it then raise `PermissionError`.
+(`controls_locked`); the methods that would change it then raise `PermissionError`. Previews
+and what-ifs work there too, on a simulator restored from the cluster's snapshot
+(`state.snapshot()`; the results say when it was taken).
 
     state.connect("~/.kube/config", context="prod", namespace="ml")   # now a real cluster
     state.load("default", "small")                                     # and a simulation again
@@ -36,12 +38,13 @@ import pandas as pd
 import param
 
 from .. import whatif
-from ..backend import Forkable
+from ..backend import Forkable, Snapshottable
 from ..control import Controller, Recorder
 from ..model import ClusterState
 from ..policies import available, check_engine, make_policy
 from ..session import load_jobs, load_nodes, simulate
 from ..sim import SimBackend
+from ..sim.snapshot import Snapshot
 from ..whatif import SwitchPreview, WhatIfResult
 from .busy import BackgroundWork
 from .connection import ObservedBackend, connect_backend
@@ -226,9 +229,15 @@ class WorkbenchState(RunControls):
         """Key of the engine view -> [(time, value), ...] of its numeric values."""
         return self._engine.series
 
-    def _forkable(self, what: str) -> Forkable:
-        if not isinstance(self.backend, Forkable):
-            raise TypeError(f"{what} needs the simulator (it forks the state)")
+    @property
+    def can_look_ahead(self) -> bool:
+        """Previews and what-ifs can run: the simulator forks, a live cluster is snapshotted
+        (see `whatif.look_ahead_base`)."""
+        return isinstance(self.backend, (Forkable, Snapshottable))
+
+    def _forkable(self, what: str) -> Any:
+        if not self.can_look_ahead:
+            raise TypeError(f"{what} needs a backend that can fork or take a snapshot")
         return self.backend
 
     # ---- engines: switching, previews, what-ifs ----------------------------------------------
@@ -251,8 +260,9 @@ class WorkbenchState(RunControls):
         self.refresh()
 
     def preview_switch(self, name: str, horizon: float | None = None) -> SwitchPreview:
-        """Fork the simulator and run the current engine and `name` side by side for
-        `horizon` seconds: what the switch is forecast to change."""
+        """Fork the simulator (a live cluster: a simulator restored from its snapshot) and run
+        the current engine and `name` side by side for `horizon` seconds: what the switch is
+        forecast to change."""
         return self.prepare_preview(name, horizon)()
 
     def prepare_preview(self, name: str, horizon: float | None = None
@@ -264,6 +274,11 @@ class WorkbenchState(RunControls):
             f"forecasting a switch to {name}",
             whatif.prepare_preview(backend, self.controller.policy, make_policy(name),
                                    float(horizon or self.preview_horizon)))
+
+    def snapshot(self) -> Snapshot:
+        """The run's present as a `Snapshot` (save it, or replay it with `workbench simulate
+        --from-snapshot`)."""
+        return self._forkable("a snapshot").snapshot(self.controller.policy.name)
 
     def what_if(self, policies: Sequence[str] | None = None, until: float | None = None,
                 budget_s: float | None = None) -> WhatIfResult:

@@ -100,9 +100,10 @@ class SwitchPanel:
         if name == self.state.policy:
             self.preview_text.object = f"{name} is already scheduling."
             return
-        if not self.state.simulated:
-            self.preview_text.object = ("No forecast on a real cluster (it cannot be forked):"
-                                        " the switch applies from the next round.")
+        if not self.state.can_look_ahead:
+            self.preview_text.object = ("No forecast here (this backend can neither fork nor"
+                                        " take a snapshot): the switch applies from the next"
+                                        " round.")
             self._buttons()
             return
         preview = await self._compute(name)
@@ -129,7 +130,7 @@ class SwitchPanel:
 
     async def _on_recompute(self, _event) -> None:
         name = self.choice
-        if name and self.may_change() and self.state.simulated:
+        if name and self.may_change() and self.state.can_look_ahead:
             preview = await self._compute(name)
             if preview is not None:
                 self.show(preview)
@@ -147,7 +148,7 @@ class SwitchPanel:
             self._buttons()
             return
         self.preview_text.object = (f"**If you switch {p.current} → {p.candidate} now**"
-                                    f" (forecast by forking the simulator, {p.seconds:.1f} s):"
+                                    f" (forecast on {_where(p)}, {p.seconds:.1f} s):"
                                     f" {p.summary()}."
                                     " Below: the two engines side by side, then the jobs whose"
                                     " outcome changes most.")
@@ -176,7 +177,7 @@ class SwitchPanel:
     def _buttons(self) -> None:
         ok = self.may_change() and not self._computing
         chosen = bool(self.choice) and self.choice != self.state.policy
-        forecast_ok = self.preview is not None or not self.state.simulated
+        forecast_ok = self.preview is not None or not self.state.can_look_ahead
         confirmed = self.preview is None or not self.preview.harmful or self.confirm.value
         self.apply.disabled = not (ok and chosen and forecast_ok and confirmed)
         self.recompute.disabled = not (ok and self.preview is not None)
@@ -195,7 +196,7 @@ class SwitchPanel:
         now, not as it was), and a harmful one needs the confirmation ticked."""
         name = self.choice
         p = self.preview
-        if name and self.may_change() and self.state.simulated and (p is None or
+        if name and self.may_change() and self.state.can_look_ahead and (p is None or
                                                                     p.stale(self.state.now)):
             fresh = await self._compute(name)
             if fresh is None:
@@ -231,3 +232,8 @@ class SwitchPanel:
         self.candidate.value = ""
         self.show(None)
 
+
+def _where(p: SwitchPreview) -> str:
+    """What the preview ran on: a fork of the simulator, or one restored from a snapshot."""
+    return "a fork of the simulator" if p.snapshot_at is None else \
+        "a simulator restored from a snapshot of the cluster"

@@ -101,15 +101,15 @@ class WhatIfView:
         self._follow_backend()
 
     def _follow_backend(self) -> None:
-        """Only the simulator can be forked: on a real cluster the button is off, and so it is
-        for a read-only session."""
+        """The button is on where the store can look ahead (the simulator forks, a live
+        cluster is snapshotted) and off for a read-only session."""
         if self._kind == (self.state.kind, self.may_run()):
             return
         self._kind = (self.state.kind, self.may_run())
-        self.run_button.disabled = not (self.state.simulated and self.may_run())
+        self.run_button.disabled = not (self.state.can_look_ahead and self.may_run())
         self.status.object = (
-            "What-if needs the simulator (it forks the cluster's state)."
-            if not self.state.simulated else "" if self.may_run() else
+            "What-if needs a backend that can fork or take a snapshot."
+            if not self.state.can_look_ahead else "" if self.may_run() else
             "This session is read-only: running a what-if needs the access token (each costs"
             " seconds of CPU on the shared server).")
 
@@ -131,7 +131,7 @@ class WhatIfView:
     async def _run(self, _event) -> None:
         import asyncio
 
-        if not (self.may_run() and self.state.simulated):  # checked here: browsers send anything
+        if not (self.may_run() and self.state.can_look_ahead):  # browsers send anything
             self.status.object = ("**Not done:** a read-only session cannot run a what-if"
                                   " (that needs the access token).")
             return
