@@ -12,7 +12,7 @@ under any engine. Reading the cluster changes nothing on it.
 from __future__ import annotations
 
 from ..errors import check_number
-from ..output import check_writable, emit
+from ..output import atomic_path, check_writable, emit
 
 
 def register(sub) -> None:
@@ -43,7 +43,8 @@ def run_snapshot(args) -> int:
     with K8sBackend(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace,
                     speed=args.speed, serve=True, restart_delay=args.restart_delay) as backend:
         snapshot = backend.snapshot(args.engine)
-    snapshot.save(args.output)
+    with atomic_path(args.output, "--output") as tmp:  # an interrupt leaves any old file whole
+        snapshot.save(tmp)
     states: dict[str, int] = {}
     for job in snapshot.jobs:
         states[job.state.value] = states.get(job.state.value, 0) + 1
