@@ -306,3 +306,8 @@ def test_a_notebook_console_resends_its_status_lines():
     sent.clear()
     wb.console._resend_status()  # not again within STATUS_RESEND_S
     assert sent == []
+    # A stale copy that reached the kernel's model too (a browser's edit) is put right.
+    engine_model = next(iter(wb.controls.engine._models.values()))[0]
+    engine_model.text = engine_model.text.replace("fifo", "tiresias")
+    wb.console._resend_status(force=True)
+    assert "Engine now: fifo" in engine_model.text

@@ -174,9 +174,14 @@ class Console:
         for pane in (self.controls.clock, self.controls.engine):
             for model, _parent in list(pane._models.values()):
                 doc = model.document
-                if doc is not None:  # an event carrying the current text, equal or not
-                    doc.callbacks.trigger_on_change(
-                        ModelChangedEvent(doc, model, "text", model.text))
+                if doc is None:
+                    continue
+                # The pane's text, not the model's: a browser's edit may have reached the model.
+                truth = pane._get_properties(doc).get("text", model.text)
+                if model.text != truth:
+                    model.text = truth  # sent as any change is
+                else:  # an event carrying the text although it is unchanged
+                    doc.callbacks.trigger_on_change(ModelChangedEvent(doc, model, "text", truth))
 
     def start(self) -> None:
         """Start the periodic update in the current context (a server session or the kernel)."""
