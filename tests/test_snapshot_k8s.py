@@ -64,9 +64,10 @@ def _backend(cluster, namespace: str):
 
 
 def _workload(t0: float, n: int, work_s: tuple[float, float], gap: float, seed: int,
-              prefix: str) -> list[JobSpec]:
+              prefix: str, elastic: bool = False) -> list[JobSpec]:
     """`n` all-reduce jobs of at most 4 workers arriving every `gap` s from `t0`, each with
-    `work_s` (low, high) emulated seconds of training at its initial size."""
+    `work_s` (low, high) emulated seconds of training at its initial size; `elastic`: each
+    may run on 1 to 4 workers (else only on its initial size)."""
     jobs = synthetic_workload(n, max_workers=4, seed=seed, deadline_factor=None,
                               gpus_per_node=4)
     out = []
@@ -75,7 +76,7 @@ def _workload(t0: float, n: int, work_s: tuple[float, float], gap: float, seed: 
         seconds = work_s[0] + (work_s[1] - work_s[0]) * ((i * 7) % n) / max(n - 1, 1)
         out.append(j.with_(name=f"{prefix}-{i}", arrival=t0 + i * gap,
                            total_work=rate * seconds, min_workers=1,
-                           max_workers=j.initial_workers))
+                           max_workers=4 if elastic else j.initial_workers))
     return out
 
 
@@ -161,21 +162,23 @@ def _recorded(engine):
     return engine, log
 
 
-def _same_decisions(real: list[tuple], predicted: list[tuple]) -> tuple[int, int]:
-    """(identical, total): the cluster's decisions that the prediction also took (same kind,
-    job and placement), as a multiset match; total counts the larger of the two lists, so a
-    decision only one side took counts against."""
+def _same_decisions(real: list[tuple], predicted: list[tuple]) -> tuple[int, int, list]:
+    """(identical, total, differing): the cluster's decisions that the prediction also took
+    (same kind, job and placement), as a multiset match; total counts the larger of the two
+    lists, so a decision only one side took counts against; differing names them."""
     left = [d[1:] for d in predicted]
-    same = 0
+    same, only_real = 0, []
     for d in real:
         if d[1:] in left:
             left.remove(d[1:])
             same += 1
-    return same, max(len(real), len(predicted))
+        else:
+            only_real.append(("cluster",) + d[1:3])
+    return same, max(len(real), len(predicted)), only_real + [("sim",) + d[:2] for d in left]
 
 
 def measure_accuracy(cluster, namespace: str, engine: str = "fifo", moments: int = 3,
-                     n_jobs: int = 12) -> dict:
+                     n_jobs: int = 12, elastic: bool = False) -> dict:
     """Run `n_jobs` on the cluster under `engine`; at `moments` moments take a snapshot and
     predict, in the simulator, each running job's finish and the next hour of decisions;
     then compare with what the cluster did. Finish errors are relative to the time left:
@@ -183,7 +186,8 @@ def measure_accuracy(cluster, namespace: str, engine: str = "fifo", moments: int
     backend = _backend(cluster, namespace)
     try:
         t0 = backend.now
-        specs = _workload(t0, n_jobs, (900.0, 2400.0), 240.0, seed=7, prefix=engine[:4])
+        specs = _workload(t0, n_jobs, (900.0, 2400.0), 240.0, seed=7, prefix=engine[:4],
+                          elastic=elastic)
         for s in specs:
             backend.submit(s)
         live, real_log = _recorded(make_policy(engine))
@@ -206,29 +210,32 @@ def measure_accuracy(cluster, namespace: str, engine: str = "fifo", moments: int
         assert not errors, errors
     finally:
         backend.close()
-    errors_rel, same, total = [], 0, 0
+    errors_rel, same, total, differing = [], 0, 0, []
     for taken, finishes, sim_log in predictions:
         for name, predicted in finishes.items():
             actual = backend.jobs[name].finish_time
             if predicted is not None and actual is not None and actual > taken:
                 errors_rel.append(abs(predicted - actual) / (actual - taken))
         window = [d for d in real_log if taken <= d[0] < taken + HOUR]
-        s, t = _same_decisions(window, [d for d in sim_log if d[0] < taken + HOUR])
-        same, total = same + s, total + t
+        s, t, diff = _same_decisions(window, [d for d in sim_log if d[0] < taken + HOUR])
+        same, total, differing = same + s, total + t, differing + diff
     errors_rel.sort()
-    return {"engine": engine, "moments": moments, "jobs": n_jobs,
+    return {"engine": engine, "elastic": elastic, "moments": moments, "jobs": n_jobs,
             "finish_predictions": len(errors_rel),
             "median_finish_error": statistics.median(errors_rel) if errors_rel else None,
             "p90_finish_error": errors_rel[int(0.9 * (len(errors_rel) - 1))]
             if errors_rel else None,
-            "identical_decisions": same / total if total else None, "decisions": total}
+            "identical_decisions": same / total if total else None, "decisions": total,
+            "differing": differing}
 
 
 @pytest.mark.integration
 def test_snapshot_predicts_the_cluster(cluster, namespace):
     t = time.monotonic()
-    figures = measure_accuracy(cluster, namespace, os.environ.get("WORKBENCH_ACCURACY_ENGINE",
-                                                                  "fifo"))
+    figures = measure_accuracy(cluster, namespace,
+                               os.environ.get("WORKBENCH_ACCURACY_ENGINE", "fifo"),
+                               int(os.environ.get("WORKBENCH_ACCURACY_MOMENTS", "3")),
+                               elastic=os.environ.get("WORKBENCH_ACCURACY_ELASTIC") == "1")
     figures["wall_s"] = round(time.monotonic() - t, 1)
     print("\nlive what-if accuracy:", json.dumps(figures))
     if os.environ.get("WORKBENCH_ACCURACY_OUT"):
