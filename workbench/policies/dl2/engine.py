@@ -212,8 +212,10 @@ class Dl2Policy(Policy):
             view["status"] = ("no parameter-server job to steer: DL2 resizes PS jobs only and"
                               " rejects all-reduce jobs at once (switch engine for those)")
             return view
-        view["action_probabilities"] = {job: dict(p) for job, p in first.items()}
-        view["stop_probability"] = self._last_view["first_step"]["stop"]
+        # to 3 decimals: the network is sure of most steps (1e-200 reads as noise)
+        view["action_probabilities"] = {job: {a: round(x, 3) for a, x in p.items()}
+                                        for job, p in first.items()}
+        view["stop_probability"] = round(self._last_view["first_step"]["stop"], 3)
         view["allocation"] = self._last_view["allocation"]
         return view
 

@@ -35,7 +35,7 @@ class ClusterView(View):
         self.find = pn.widgets.TextInput(placeholder="find a node or job (Enter)", width=260,
                                          margin=(0, 10))
         self.rack = pn.widgets.Select(options=[OVERVIEW], width=220, margin=(0, 10))
-        self.clear = pn.widgets.Button(name="Clear selection", width=130, margin=(0, 10))
+        self.clear = pn.widgets.Button(label="Clear selection", width=130, margin=(0, 10))
         self.info = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
         self.legend = pn.pane.HTML(_legend_html(), margin=(0, 10))
         self.heat_legend = pn.pane.HTML(heat_legend_html(), margin=(0, 10))

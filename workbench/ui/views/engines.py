@@ -79,7 +79,6 @@ CLOCK = {"time", "finish", "low", "high", "deadline", "arrival", "since", "start
 DURATION = {"wait", "sd", "slack", "slack_at_plan", "time_to_target", "run_time", "waited"}
 MAX_SERIES = 12
 MAX_BARS = 40
-FACT_ROW_PX = 30
 AXES = ("slots", "times")
 
 
@@ -218,15 +217,11 @@ class _Block:
             self.lines = _Lines(title, "")
             self.panel = self.lines.panel
         else:  # table
-            self.table = pn.widgets.Tabulator(pd.DataFrame(), disabled=True, show_index=False,
-                                              pagination="local", page_size=10,
-                                              sizing_mode="stretch_width", layout="fit_data_stretch")
-            self.panel = pn.Column(pn.pane.Markdown(f"**{title}**", margin=(0, 10)), self.table,
-                                   sizing_mode="stretch_width")
+            self.title = pn.pane.Markdown(f"**{title}**", margin=(0, 10))
+            self.table = _table(pd.DataFrame())
+            self.panel = pn.Column(self.title, self.table, sizing_mode="stretch_width")
 
     def update(self, value: Any, view: dict) -> None:
-        # a chart of nothing is a blank box: hidden until there is something (a fact says why)
-        self.panel.visible = self.kind == "table" or not _is_empty(value)
         if self.kind == "bars":
             self.bars.set(value)
             hist = self.state.engine_history.get(self.key, [])
@@ -263,8 +258,19 @@ class _Block:
                     series[k] = np.array([_num(r.get(k)) for r in value])
             self.lines.set(t, series)
         else:
-            self.table.value = _frame(value, self.state.time_origin) if len(value) else \
-                pd.DataFrame({"": ["none now"]})
+            frame = _frame(value, self.state.time_origin) if len(value) else \
+                pd.DataFrame({"status": ["none now"]})
+            if list(frame.columns) == list(self.table.value.columns):
+                self.table.value = frame
+            else:  # new columns, a new table: the browser may not have drawn the old one yet
+                self.table = _table(frame)
+                self.panel.objects = [self.title, self.table]
+
+
+def _table(frame: pd.DataFrame) -> pn.widgets.Tabulator:
+    return pn.widgets.Tabulator(frame, disabled=True, show_index=False, pagination="local",
+                                page_size=10, sizing_mode="stretch_width",
+                                layout="fit_data_stretch")
 
 
 def _names_for(n: int, view: dict) -> list[str]:
@@ -341,7 +347,7 @@ class EngineView(View):
         self.header = pn.pane.Markdown("", margin=(0, 10))
         self.facts = pn.widgets.Tabulator(pd.DataFrame(columns=["fact", "value"]), disabled=True,
                                           show_index=False, sizing_mode="stretch_width",
-                                          layout="fit_data_stretch", height=220)
+                                          layout="fit_data_stretch")  # grows with its facts
         self.body = pn.Column(sizing_mode="stretch_width")
         self.blocks: dict[str, _Block] = {}
         self._signature: tuple | None = None
@@ -358,20 +364,23 @@ class EngineView(View):
             if isinstance(view.get(key), (list, tuple, np.ndarray)):
                 view.pop(key)
         name = self.state.engine_name
-        if name != self._policy:
+        if name != self._policy:  # another engine: its own blocks, none kept from the last
             self._policy = name
             self.header.object = f"### Engine: {name}\n{self.state.engine_about}"
+            self.blocks, self._signature = {}, None
         kinds = {k: _kind_of(k, v) for k, v in view.items()}
         origin = self.state.time_origin
         facts = [_fact_row(k, v, origin) for k, v in view.items() if kinds[k] == "fact"]
         self.facts.visible = bool(facts)
         if facts:
             self.facts.value = pd.DataFrame(facts, columns=["fact", "value"])
-            self.facts.height = FACT_ROW_PX * (len(facts) + 1) + 8  # every fact, no clipping
-        signature = tuple((k, kd) for k, kd in kinds.items() if kd != "fact")
+        # A chart of nothing is a blank box: it appears with its first value (a fact says why
+        # there is none yet), then stays, so the blocks do not come and go round by round.
+        signature = tuple((k, kd) for k, kd in kinds.items() if kd != "fact" and (
+            kd == "table" or not _is_empty(view[k]) or k in self.blocks))
         if signature != self._signature:
             self._signature = signature
-            # Blocks whose key and shape stay keep their figures (and what the browser drew).
+            # The engine's blocks whose key and shape stay keep their figures.
             self.blocks = {k: self.blocks[k] if k in self.blocks and self.blocks[k].kind == kd
                            else _Block(k, kd, self.state) for k, kd in signature}
             if self.blocks or facts:

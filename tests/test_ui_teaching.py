@@ -1,0 +1,105 @@
+"""The console's headline feature and its teaching views, in a browser (#15 items 4 and 10):
+the default run has deadlines (Forecasts shows P(meet), and running on some are met and some
+missed), and every engine's teaching view is there in the first round after a switch to it,
+in hours, with no 'nan' and no '(none)' where a value belongs."""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+
+import pytest
+from browser import Page, serve
+
+from workbench.policies import available
+
+pytestmark = pytest.mark.ui
+
+BAD = re.compile(r"\bnan\b|\(none\)", re.IGNORECASE)
+RAW = re.compile(r"\d\.\d{5,}")  # a number printed raw (seconds with six decimals)
+
+
+@pytest.fixture(scope="module")
+def default_run():
+    proc, url = serve()
+    yield url
+    proc.kill()
+    proc.wait()
+
+
+def _headline(p: Page) -> str:
+    return p.page.locator("text=/GPUs in use/").first.inner_text()
+
+
+def test_the_default_run_meets_and_misses_deadlines(browser, default_run, screenshots):
+    p = Page(browser, default_run)
+    try:
+        for _ in range(4):
+            p.click("Step")
+            time.sleep(0.5)
+        p.tab("Forecasts")
+        probabilities = p.wait_for(
+            lambda: [x for x in p.source("forecasts", "p") if x is not None and not math.isnan(x)],
+            what="P(meet) in the forecasts")
+        assert all(0.0 <= x <= 1.0 for x in probabilities)
+        assert all(d is not None and not math.isnan(d) for d in p.source("forecasts", "deadline"))
+        p.page.screenshot(path=str(screenshots / "ui-default-forecasts.png"), full_page=True)
+        p.page.get_by_label("speed (simulated time per second)").select_option(label="1 h / s")
+        p.click("Run")
+
+        def met_and_missed():
+            m = re.search(r"deadlines met (\d+), missed (\d+)", _headline(p))
+            return m and int(m.group(1)) > 0 and int(m.group(2)) > 0 and m.groups()
+
+        p.wait_for(met_and_missed, timeout=120, what="deadlines met and missed")
+        p.tab("Jobs")
+        p.page.screenshot(path=str(screenshots / "ui-default-deadlines.png"), full_page=True)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_every_engine_teaches_from_the_first_round_after_a_switch(browser, default_run,
+                                                                   screenshots):
+    p = Page(browser, default_run)
+    try:
+        for _ in range(6):  # a few jobs running and waiting
+            p.click("Step")
+            time.sleep(0.4)
+        p.tab("Engine")
+        # dl2 rejects the all-reduce jobs of this workload: last, so the others have jobs
+        engines = [e for e in available() if e != "tiresias" and e != "dl2"] + ["dl2"]
+        for engine in engines:
+            _switch_and_check(p, engine, screenshots)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def _switch_and_check(p: Page, engine: str, screenshots) -> None:
+    """Switch to `engine`, play its first round, and read its teaching view."""
+    p.page.get_by_label("switch to").select_option(engine)
+    p.page.wait_for_selector(f"text=/If you switch \\S+ → {re.escape(engine)} now/",
+                             timeout=60_000)
+    harm = p.page.locator(".confirm-harm input[type=checkbox]")
+    if harm.is_visible():
+        harm.check()
+    apply = p.page.get_by_role("button", name="Apply switch", exact=True)
+    p.wait_for(apply.is_enabled, what=f"Apply enabled for {engine}")
+    apply.click()
+    now = p.page.locator("text=Engine now").first
+    p.wait_for(lambda: engine in now.inner_text(), what=f"the switch to {engine}")
+    p.click("Step")  # the new engine's first round (at once: a switch asks for one now)
+    time.sleep(1.0)
+    header = p.page.locator(f"text=Engine: {engine}")
+    p.wait_for(lambda: header.count() > 0, timeout=10, what=f"{engine}'s view")
+    facts = p.page.locator(".tabulator-cell[tabulator-field=fact]")
+    p.wait_for(lambda: facts.count() > 0, timeout=10, what=f"{engine}'s facts")
+    time.sleep(0.5)
+    texts = "\n".join(p.page.locator(".tabulator").all_inner_texts())
+    assert not BAD.search(texts), (engine, BAD.search(texts).group(0), texts[:2000])
+    assert not RAW.search(texts), (engine, RAW.search(texts).group(0))
+    assert "has no teaching view" not in p.page.inner_text("body")
+    p.page.screenshot(path=str(screenshots / f"ui-engine-{engine}.png"), full_page=True)
+    assert p.errors == [], engine
