@@ -70,9 +70,10 @@ class SwitchPanel:
         self.apply.on_click(self._on_apply)
         self.recompute.on_click(self._on_recompute)
         self.cancel.on_click(lambda e: self.reset())
+        self.buttons = pn.Row(self.apply, self.recompute, self.cancel, visible=False)
         self.panel = pn.Column(
             pn.Row(self.candidate, self.placement), self.preview_text, self.age, self.warning,
-            self.confirm, pn.Row(self.apply, self.recompute, self.cancel), self.preview_table,
+            self.confirm, self.buttons, self.preview_table,
             self.preview_changes, sizing_mode="stretch_width")
 
     @property
@@ -182,6 +183,7 @@ class SwitchPanel:
         self.apply.disabled = not (ok and chosen and forecast_ok and confirmed)
         self.recompute.disabled = not (ok and self.preview is not None)
         self.cancel.disabled = not self.choice
+        self.buttons.visible = bool(self.choice)  # nothing to apply until an engine is chosen
 
     def lock(self, locked: bool) -> None:
         """A session that may not change the cluster may not choose (or preview) a switch."""
