@@ -12,6 +12,7 @@ fail it; the goal itself is reported, not asserted.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import statistics
@@ -177,10 +178,24 @@ def _same_decisions(real: list[tuple], predicted: list[tuple]) -> tuple[int, int
     return same, max(len(real), len(predicted)), only_real + [("sim",) + d[:2] for d in left]
 
 
+def _copy_of(engine):
+    """A copy of the live `engine` with its learning state and without `_recorded`'s log
+    (taken while its scheduler thread runs: tried again if a round changed it meanwhile)."""
+    for _ in range(20):
+        try:
+            twin = copy.deepcopy(engine)
+            break
+        except RuntimeError:  # a dict changed size during the copy
+            time.sleep(0.01)
+    twin.__dict__.pop("schedule", None)
+    return twin
+
+
 def measure_accuracy(cluster, namespace: str, engine: str = "fifo", moments: int = 3,
                      n_jobs: int = 12, elastic: bool = False) -> dict:
     """Run `n_jobs` on the cluster under `engine`; at `moments` moments take a snapshot and
-    predict, in the simulator, each running job's finish and the next hour of decisions;
+    predict, in the simulator under a copy of the live engine (as a switch preview does),
+    each running job's finish and the next hour of decisions;
     then compare with what the cluster did. Finish errors are relative to the time left:
     |predicted - actual| / (actual - snapshot time)."""
     backend = _backend(cluster, namespace)
@@ -199,7 +214,7 @@ def measure_accuracy(cluster, namespace: str, engine: str = "fifo", moments: int
             _until(f"moment {k}", lambda at=at: backend.now >= at, timeout=HOUR / SPEED * 2)
             snapshot = backend.snapshot(engine)
             sim = from_snapshot(snapshot)
-            twin, sim_log = _recorded(make_policy(engine))
+            twin, sim_log = _recorded(_copy_of(live))  # as a preview copies the live engine
             Controller(sim, twin).run()
             running = [j.name for j in snapshot.jobs if j.state is JobState.RUNNING]
             predictions.append((snapshot.taken_at, {n: sim.jobs[n].finish_time for n in running},
