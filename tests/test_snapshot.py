@@ -87,6 +87,8 @@ def test_unknown_application_runs_at_its_fitted_rate():
     perf = fitted_perf(snapshot, sim.perf.base)
     fit = perf.fits["mystery-0"]
     assert fit.rate_at(4) == pytest.approx(10 * 2 ** 0.8)
+    low, high = fit.rate_range(4)
+    assert low < 10 * 2 ** 0.5 < 10 * 2 ** 0.8 < 20 < high
     band = fitted_bands(snapshot, perf)[0]
     assert band["low"] < band["finish"] < band["high"]
     assert band["finish"] == pytest.approx(1500.0)

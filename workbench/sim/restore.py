@@ -16,8 +16,9 @@ difference. A job whose application the model does not know gets a `Fit` from th
 it has reported: the rate at its current size is its latest reported throughput (the median of
 its history's rates when it reports none), its relative spread over the history intervals is
 the rate's uncertainty, and other sizes scale as workers^0.8 (one size seen tells nothing of
-scaling: 0.8 is a middling data-parallel efficiency, and `EXPONENT_RANGE` bounds the band).
-`fitted_bands` gives each such job's finish with that uncertainty.
+scaling: 0.8 is a middling data-parallel efficiency; `Fit.rate_range` gives the rates the
+exponents of `EXPONENT_RANGE` allow). `fitted_bands` gives each such job's finish with that
+uncertainty.
 """
 
 from __future__ import annotations
@@ -53,6 +54,13 @@ class Fit:
         if workers <= 0 or self.rate <= 0:
             return 0.0
         return self.rate * (workers / max(self.workers, 1)) ** exponent
+
+    def rate_range(self, workers: int) -> tuple[float, float]:
+        """The lowest and highest rate at `workers` over `EXPONENT_RANGE` and the rate's
+        90 % band: what one observed size allows."""
+        rates = [self.rate_at(workers, e) for e in EXPONENT_RANGE]
+        return (min(rates) * max(1 - Z90 * self.rate_sd, 0.05),
+                max(rates) * (1 + Z90 * self.rate_sd))
 
 
 def fit_throughput(job: JobRecord) -> Fit | None:
