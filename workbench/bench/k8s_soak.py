@@ -10,11 +10,13 @@ every so many seconds (`--kill-apiserver-every`, at most `--kills` times), one n
 replica that exits, e.g. deposed by an outage, is restarted as a Deployment would).
 
 Everything is judged from the cluster, not from the scheduler's word: a job is complete when
-its Jobs say Complete; lost when its Jobs failed, were rejected or vanished; stuck when it never
-completed, or pods of it still run well after it completed; duplicated when more of its pods
-succeeded than it ever had, or a pod was seen on two nodes. Over-commit comes from an
-independent watch (`k8s.local.audit.Auditor`). Binds/s is pods first seen bound per second of
-the run; time to recover is, per fault, from the fault to the first bind seen after it.
+its Jobs say Complete; lost when its Jobs failed or vanished; rejected (counted apart) when the
+engine refused it, e.g. DL2 refusing all-reduce jobs; stuck when it never completed, or pods of
+it still run well after it completed; duplicated when more of its pods succeeded than its Jobs
+ask for at the end (a second run), and pods seen on two nodes are counted too. Over-commit
+comes from an independent watch (`k8s.local.audit.Auditor`). Binds/s is pods first seen bound
+per second of the run; time to recover is, per fault, from the fault to the first bind seen
+after it.
 """
 
 from __future__ import annotations
@@ -259,8 +261,10 @@ def scheduler_health(port: int) -> str:
 class _Census:
     complete: set[str] = field(default_factory=set)
     lost: dict[str, str] = field(default_factory=dict)  # job -> why
+    rejected: dict[str, str] = field(default_factory=dict)  # job -> the engine's reason
     live_pods: dict[str, int] = field(default_factory=dict)  # job -> pods not ended
     succeeded: dict[str, int] = field(default_factory=dict)  # job -> pods that succeeded
+    size: dict[str, int] = field(default_factory=dict)  # job -> pods its Jobs ask for now
 
 
 def _census(rest, namespace: str, specs, created: int) -> _Census | None:
@@ -290,8 +294,9 @@ def _census(rest, namespace: str, specs, created: int) -> _Census | None:
         conds = [{c_["type"] for c_ in (o.get("status") or {}).get("conditions") or []
                   if c_.get("status") == "True"} for o in objs]
         want = 2 if spec.num_ps else 1
+        c.size[name] = sum(int(o["spec"].get("parallelism") or 0) for o in objs)
         if any(labels.REJECTED in (o["metadata"].get("annotations") or {}) for o in objs):
-            c.lost[name] = "rejected: " + next(
+            c.rejected[name] = next(
                 o["metadata"]["annotations"][labels.REJECTED] for o in objs
                 if labels.REJECTED in (o["metadata"].get("annotations") or {}))
         elif any("Failed" in s for s in conds):
@@ -408,7 +413,7 @@ def _drive(cfg: SoakConfig, cluster, replicas: _Replicas, submitter: _Submitter,
         got = _census(cluster.rest, namespace, specs, submitter.created)
         if got is not None:
             census = got
-            done = len(census.complete) + len(census.lost)
+            done = len(census.complete) + len(census.lost) + len(census.rejected)
             if submitter.created == len(specs) and done == len(specs) and not kill_times \
                     and node_at is None and leader_at is None and restore_at is None:
                 break
@@ -451,10 +456,10 @@ def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
     from ..k8s.manifests import k8s_name
 
     names = [k8s_name(s.name) for s in specs]
-    gang_max = {k8s_name(s.name): s.max_workers + s.num_ps for s in specs}
-    not_done = [n for n in names if n not in census.complete and n not in census.lost]
-    duplicated = sorted(n for n, k in census.succeeded.items() if n in gang_max
-                        and k > gang_max[n])
+    not_done = [n for n in names if n not in census.complete and n not in census.lost
+                and n not in census.rejected]
+    # more pods succeeded than its last size: it ran twice (an engine may resize it, PS too)
+    duplicated = sorted(n for n, k in census.succeeded.items() if k > census.size.get(n, k))
     binds = audit.bind_times
     for f in faults:
         after = [t for t in binds if t > f.at]
@@ -463,6 +468,7 @@ def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
     return {
         "engine": engine, "jobs": len(specs), "created": created,
         "complete": len(census.complete), "lost": len(census.lost),
+        "rejected": len(census.rejected),
         "duplicated": len(duplicated), "pods_bound_twice": len(audit.bound_twice),
         "stuck": len(not_done) + len(stuck_after),
         "max_overcommit_gpus": audit.worst[2], "max_overcommit_cpus": audit.worst[0],
@@ -473,12 +479,14 @@ def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
         "scheduler_restarts": restarts, "seconds": round(seconds, 1),
         "retry_log_lines": sum(1 for line in lines if "Retrying (Retry(" in line),
         "outage_log_lines": sum(1 for line in lines if "workbench.k8s.outage" in line),
-        "lost_jobs": dict(list(census.lost.items())[:10]), "stuck_jobs": (not_done + sorted(
+        "lost_jobs": dict(list(census.lost.items())[:10]),
+        "rejected_why": sorted(set(census.rejected.values()))[:5], "stuck_jobs": (not_done + sorted(
             stuck_after))[:10], "duplicated_jobs": duplicated[:10], "audit": problems[:10]}
 
 
 def _line(r: dict) -> str:
-    return (f"{r['complete']}/{r['jobs']} complete, {r['lost']} lost, {r['duplicated']}"
+    return (f"{r['complete']}/{r['jobs']} complete, {r['rejected']} rejected by the engine,"
+            f" {r['lost']} lost, {r['duplicated']}"
             f" duplicated, {r['stuck']} stuck, over-commit {r['max_overcommit_gpus']:g} GPUs,"
             f" {r['binds_per_s']} binds/s, recovery {r['max_recovery_s']} s, {r['seconds']} s")
 
@@ -492,7 +500,8 @@ def run(args) -> int:
                      bin_dir=args.bin_dir)
     say = (lambda m: None) if args.json else (lambda m: print(m, flush=True))
     result = soak(cfg, say=say)
-    rows = [{k: r[k] for k in ("engine", "jobs", "complete", "lost", "duplicated", "stuck",
+    rows = [{k: r[k] for k in ("engine", "jobs", "complete", "rejected", "lost", "duplicated",
+                               "stuck",
                                "max_overcommit_gpus", "binds_per_s", "max_recovery_s",
                                "scheduler_restarts", "seconds")} for r in result["runs"]]
     faults = [f"{f['what']}: recovered in {f['recovered_s']} s" for r in result["runs"]
@@ -503,7 +512,9 @@ def run(args) -> int:
         [f"{r['engine']}: lost {j}: {why}" for r in result["runs"]
          for j, why in r["lost_jobs"].items()] +
         [f"{r['engine']}: stuck {', '.join(r['stuck_jobs'])}" for r in result["runs"]
-         if r["stuck_jobs"]] + ["goal: 0 lost, 0 duplicated, 0 stuck, 0 over-commit"])
+         if r["stuck_jobs"]] +
+        [f"{r['engine']}: rejected by the engine: {why}" for r in result["runs"]
+         for why in r["rejected_why"]] + ["goal: 0 lost, 0 duplicated, 0 stuck, 0 over-commit"])
     bad = any(r["lost"] or r["duplicated"] or r["pods_bound_twice"] or r["stuck"] or r["audit"]
               for r in result["runs"])
     return 1 if bad else 0

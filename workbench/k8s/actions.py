@@ -197,6 +197,7 @@ class Actuator:
                 all(job.desired.get(r, 0) == n for r, n in counts.items()):
             return Gang(job, a, self._tasks(job, a.workers, a.ps), need, detail)
         # another worker count than its pods: resize, then bind the pods as they appear
+        self._check_creatable(job, counts)
         for role, n in counts.items():
             self._resize(job, role, n)
         job.plan = (dict(a.workers), dict(a.ps))
@@ -240,6 +241,7 @@ class Actuator:
             raise Refused(f"{st.name}: finishing; not {type(a).__name__.lower()}d")
         held = self._held(job) + self.book.job_reserved(job)
         need = self._need(job, a.workers, a.ps, used - held)
+        self._check_creatable(job, {W: total(a.workers), PS: total(a.ps)})
         for role, n in ((W, total(a.workers)), (PS, total(a.ps))):
             owner = job.owners.get(role)
             if owner and n > self._max_pods(job, role, owner):
@@ -264,6 +266,15 @@ class Actuator:
         st.restarts += 1
         st.reason = a.reason
         return describe_placement(a.workers, a.ps)
+
+    def _check_creatable(self, job: TrackedJob, counts: dict[str, int]) -> None:
+        """Refused, before anything is changed, when a role's pod count cannot be made: no
+        Job and no pod template to create its pods from (e.g. parameter servers for an
+        all-reduce job; planned anyway, it waited for pods that never came, over and over)."""
+        for role, n in counts.items():
+            if n and job.desired.get(role, 0) != n and not job.owners.get(role) and \
+                    role not in job.templates:
+                raise Refused(f"{job.name}: no Job or pod template to create {role} pods from")
 
     def _max_pods(self, job: TrackedJob, role: str, owner: str) -> int:
         obj = self.cache.jobs.get(f"{job.key[0]}/{owner}") if self.cache.jobs else None
