@@ -310,7 +310,8 @@ def test_the_controls_switch_a_simulated_console_to_the_cluster(cluster, kubecon
         assert "Kubernetes cluster" in console.header.object
         assert len(console.timeline.source.data["time_h"]) == 0
         assert not controls.to_end.visible and not controls.speed.visible
-        assert console.what_if.run_button.disabled and controls.play.disabled is False
+        # a what-if runs on a cluster too, on a simulator restored from its snapshot
+        assert not console.what_if.run_button.disabled and controls.play.disabled is False
         # The clock: the wall clock, and hours since the console connected.
         assert state.time_origin > 1.6e9 and 0 <= state.hours(state.now) < 0.2
         assert abs(state.wall_time(state.now) - time.time()) < 5
@@ -346,8 +347,10 @@ def test_the_controls_switch_a_simulated_console_to_the_cluster(cluster, kubecon
         console.sync()
         assert 0 <= console.forecasts.now_line.location < 1.0
         # A switch from the controls: marked at a small hour, reported on the wall clock.
+        preview = state.preview_switch("tiresias", horizon=3600)  # on the cluster's snapshot
+        assert preview.snapshot_at is not None and "snapshot" in preview.summary()
         controls.switch.candidate.value = "tiresias"
-        assert "No forecast on a real cluster" in controls.switch.preview_text.object
+        assert "No forecast" not in controls.switch.preview_text.object
         controls.switch.apply_choice()
         assert state.policy == "tiresias"
         assert re.search(r"switched to tiresias at \d\d:\d\d:\d\d UTC", state.message)
@@ -547,8 +550,8 @@ def test_served_console_on_the_cluster_is_read_only_without_the_token(
                 operator.tab("Decisions")
                 _until("fifo's decisions", lambda: set(operator.column("policy")) == {"fifo"})
                 operator.page.get_by_label("switch to").select_option("tiresias")
-                operator.page.wait_for_selector("text=No forecast on a real cluster",
-                                                timeout=30_000)
+                operator.page.wait_for_selector(
+                    "text=restored from a snapshot of the cluster", timeout=60_000)
                 operator.button("Apply switch").click()
                 _until("the engine to change", lambda: "tiresias" in operator.page.locator(
                     "text=Engine now").first.inner_text())
