@@ -76,12 +76,13 @@ def test_find_a_node_drill_a_rack_and_highlight_a_job(browser, large, screenshot
         p.page.wait_for_selector("text=/node-517 \\(rack-12\\): [\\d.]+\\/8 GPUs in use/")
         assert len(p.source("node_marks", "left")) == 1
         p.page.screenshot(path=str(screenshots / "ui-cluster-1000-node.png"), full_page=True)
-        # drill down to another rack from the rack list
-        p.page.locator("select").filter(has_text="all racks (overview)").select_option("rack-3")
-        p.wait_for(lambda: set(p.source("gpu_cells", "rack")) == {"rack-3"},
-                   what="rack-3's GPUs")
-        nodes = set(p.source("gpu_cells", "node"))
-        assert nodes == {f"node-{i}" for i in range(120, 160)}
+        # drill down to another rack, a busy one, from the rack list
+        use, racks = p.source("node_heat", "use"), p.source("node_heat", "rack")
+        busy = next(r for u, r in zip(use, racks) if u and u > 0.5 and r != "rack-12")
+        p.page.locator("select").filter(has_text="all racks (overview)").select_option(busy)
+        p.wait_for(lambda: set(p.source("gpu_cells", "rack")) == {busy}, what=f"{busy}'s GPUs")
+        first = int(busy.split("-")[1]) * 40
+        assert set(p.source("gpu_cells", "node")) == {f"node-{i:03d}" for i in range(first, first + 40)}
         # a job: its GPUs outlined in the rack shown and its nodes in the overview
         held = [t for t in p.source("gpu_cells", "text") if t != "free"]
         job = held[0].split(",")[0].split(" ")[0]

@@ -39,10 +39,7 @@ class ClusterView(View):
         self.info = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
         self.legend = pn.pane.HTML(_legend_html(), margin=(0, 10))
         self.heat_legend = pn.pane.HTML(heat_legend_html(), margin=(0, 10))
-        self.panel = pn.Column(
-            self.legend, self.heat_legend, pn.Row(self.find, self.rack, self.clear),
-            self.info, self.heat.pane, self.grid.pane, sizing_mode="stretch_width",
-            name="Cluster")
+        self.panel = pn.Column(sizing_mode="stretch_width", name="Cluster")
         self.job: str | None = None  # the selected job
         self.node: int | None = None  # the selected node
         self.cells_sent = 0
@@ -77,7 +74,11 @@ class ClusterView(View):
         self._index = {n.name: i for i, n in enumerate(nodes)}
         self.job, self.node = None, None
         big = self.big
-        self.heat.pane.visible = self.heat_legend.visible = self.rack.visible = big
+        # the overview is in the page only on a big cluster (no hidden canvas on a small one)
+        self.panel.objects = [
+            *([self.heat_legend] if big else []), self.legend,
+            pn.Row(self.find, *([self.rack] if big else []), self.clear), self.info,
+            *([self.heat.pane] if big else []), self.grid.pane]
         self.legend.visible = not big
         if big:
             self.heat.set_layout(heat_layout(nodes))
