@@ -115,8 +115,6 @@ def _values_as_list(view) -> tuple:
     return list, (list(view),)
 
 
-
-
 def run_ahead(controller: Controller, until: float | None, deadline: float | None = None) -> bool:
     """Run to the end (or `until`); with a wall-clock `deadline`, in slices, stopping once it
     has passed: a slow engine must not hold a what-if hostage. True when it got there."""

@@ -329,12 +329,6 @@ class WorkbenchState(RunControls):
             return self.backend.observe()
         return self.backend.last_observed()
 
-    @property
-    def forecasts(self) -> dict[str, Any]:
-        """Job name -> forecast, computed when first asked for after a refresh (and less often
-        when forecasting is slow: see `tracking.ForecastCache`)."""
-        return self._forecasts.get(self.cluster_state, self.version)
-
     def job_cells(self, name: str) -> list[int]:
         """The GPU cells (flat node x GPU indices of `cells`) job `name` holds now."""
         return self._painter.cells_of(name)
@@ -353,6 +347,12 @@ class WorkbenchState(RunControls):
                            next_round=self.controller.next_round_time())
         return why_now(job, self.cluster_state, said, self.hours,
                        round_interval=self.controller.policy.round_interval)
+
+    @property
+    def forecasts(self) -> dict[str, Any]:
+        """Job name -> forecast, computed when first asked for after a refresh (and less often
+        when forecasting is slow: see `tracking.ForecastCache`)."""
+        return self._forecasts.get(self.cluster_state, self.version)
 
     @property
     def forecast_seconds(self) -> float:
