@@ -260,12 +260,17 @@ def test_sigint_while_writing_decisions_leaves_every_previous_file_whole(tmp_pat
                 break
             time.sleep(0.002)
         _, err = proc.communicate(timeout=120)
-        for flag, path in outputs.items():
-            assert path.read_bytes() == before[flag], flag  # the same run: whole and identical
         assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
         if proc.returncode == 130:
             interrupted += 1
             assert err.strip() == "workbench: interrupted", err
+        else:  # the signal came after the last write (exit 0) or in the interpreter's own
+            # start or shutdown (killed by it, -2)
+            assert proc.returncode in (0, -signal.SIGINT), err[-2000:]
+        # each file is whole: the earlier one or this run's (a same run; only wall time differs)
+        assert outputs["--decisions"].read_bytes() == before["--decisions"]
+        json.loads(outputs["--out-json"].read_text())
+        assert len(outputs["--csv"].read_bytes().splitlines()) == len(before["--csv"].splitlines())
     assert interrupted  # at least one run was stopped mid-write
 
 
