@@ -18,7 +18,7 @@ LAYERS = [
     ["policies"],
     ["backend", "sim", "k8s"],
     ["control"],
-    ["session", "whatif", "experiment", "sweeps", "k8s.service", "k8s.leader"],
+    ["session", "whatif", "experiment", "sweeps", "scenarios", "k8s.service", "k8s.leader"],
     ["ui", "commands", "cli", "bench", "__main__", "k8s.local", "__init__"],
 ]
 

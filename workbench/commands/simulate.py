@@ -38,6 +38,9 @@ def add_workload_arguments(p: argparse.ArgumentParser) -> None:
                         " one: random, dot-product, gpu-clustering, gpu-packing, best-fit, fgd"
                         " (or name it per engine: fifo+fgd)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument("--scenario", default=None, metavar="NAME",
+                   help="run in a paper's own setting (see `workbench scenarios`): its cluster,"
+                        " jobs and mechanisms")
 
 
 def parse_faults(specs: list[str], nodes) -> list:
@@ -98,8 +101,13 @@ def run_simulate(args) -> int:
     from ..session import load_jobs, load_nodes
 
     check_workload_options(args)
+    if args.policy is None:  # a scenario's runs are its engine and its baselines
+        args.policy = ",".join(_scenario_labels(args)) if args.scenario else (
+            "fifo" if args.command == "simulate" else DEFAULT_COMPARE)
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     flag = "--policies" if args.command == "compare" else "--policy"
+    if getattr(args, "scenario", None):
+        return _run_scenario(args, policies)
     if not policies:
         raise ConfigError(f"{flag}: expected engine names (see `workbench policies`),"
                           f" got {args.policy!r}")
@@ -139,6 +147,47 @@ def _report(args, results: list, result: dict, title: str) -> int:
     table = [{c: r.get(c) for c in SUMMARY_COLUMNS} for r in rows]
     emit(result, as_json=args.json, tables={title: table})
     return 0
+
+
+DEFAULT_COMPARE = "kube-default,fifo,drf,tiresias,optimus"
+SCENARIO_EXCLUDES = {"trace": "default", "cluster": None, "nodes": None,
+                     "gpus_per_node": None, "limit": None, "fault": [], "placement": None,
+                     "from_snapshot": None, "restart_delay": 30.0}
+
+
+def _scenario_labels(args) -> list[str]:
+    from ..scenarios import get
+
+    scenario = get(args.scenario)
+    return [scenario.engine] if args.command == "simulate" else list(scenario.engines)
+
+
+def _run_scenario(args, labels: list[str]) -> int:
+    """The runs `labels` name in the paper setting `--scenario` (its engine by default; with
+    `compare`, its engine and every baseline), on its cluster and seeded jobs, with the
+    mechanisms it switches on (see `workbench scenarios`)."""
+    from ..scenarios import get, run_scenario
+
+    scenario = get(args.scenario)
+    for key, default in SCENARIO_EXCLUDES.items():
+        if getattr(args, key, default) != default:
+            raise ConfigError(f"--scenario: the workload, cluster and mechanisms come from the"
+                              f" scenario; drop --{key.replace('_', '-')}")
+    flag = "--policies" if args.command == "compare" else "--policy"
+    for label in labels:
+        if label not in scenario.engines:
+            raise ConfigError(f"{flag}: scenario {scenario.name} runs"
+                              f" {', '.join(scenario.engines)}; got {label!r}")
+    results = [run_scenario(scenario, label, args.seed) for label in labels]
+    nodes = list(scenario.nodes())
+    gpus = sum(n.gpus for n in nodes)
+    jobs = results[0].metrics.get("jobs") if results else 0
+    result = {"scenario": scenario.name, "paper": scenario.paper, "jobs": jobs,
+              "nodes": len(nodes), "gpus": gpus, "seed": args.seed,
+              "results": [r.row() for r in results]}
+    title = (f"{scenario.name} ({scenario.paper}): {jobs} jobs on {len(nodes)} nodes /"
+             f" {gpus} GPUs (seed {args.seed})")
+    return _report(args, results, result, title)
 
 
 SNAPSHOT_EXCLUDES = {"trace": "default", "cluster": None, "nodes": None,
@@ -214,7 +263,9 @@ def _write_decisions(path: str, results) -> None:
 def register(sub) -> None:
     p = sub.add_parser("simulate", help="simulate a trace under one engine and print its results")
     add_workload_arguments(p)
-    p.add_argument("--policy", default="fifo", help="engine name (see `workbench policies`)")
+    p.add_argument("--policy", default=None,
+                   help="engine name (see `workbench policies`; default fifo, or with"
+                        " --scenario the paper's engine)")
     p.add_argument("--csv", help="also write the results table to this CSV file")
     p.add_argument("--out-json", help="also write the results to this JSON file")
     p.add_argument("--decisions", help="write every decision with its reason to this CSV file")
@@ -225,8 +276,9 @@ def register(sub) -> None:
 
     c = sub.add_parser("compare", help="run several engines on the same workload side by side")
     add_workload_arguments(c)
-    c.add_argument("--policies", dest="policy", default="kube-default,fifo,drf,tiresias,optimus",
-                   help="comma-separated engine names")
+    c.add_argument("--policies", dest="policy", default=None,
+                   help=f"comma-separated engine names (default {DEFAULT_COMPARE}, or with"
+                        " --scenario the paper's engine and baselines)")
     c.add_argument("--csv", help="also write the results table to this CSV file")
     c.add_argument("--out-json", help="also write the results to this JSON file")
     c.add_argument("--decisions", help="write every decision with its reason to this CSV file")
