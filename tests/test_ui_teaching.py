@@ -79,7 +79,16 @@ def test_every_engine_teaches_from_the_first_round_after_a_switch(browser, defau
 
 def _switch_and_check(p: Page, engine: str, screenshots) -> None:
     """Switch to `engine`, play its first round, and read its teaching view."""
-    p.page.get_by_label("switch to").select_option(engine)
+    select = p.page.get_by_label("switch to")
+    options = select.locator("option")
+    # Say which options the page offered if the engine's is missing (seen once on a loaded
+    # CI machine: "did not find some options", with no word of which engine).
+    try:
+        p.wait_for(lambda: engine in options.all_inner_texts(), timeout=60,
+                   what=f"option {engine!r} in 'switch to'")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; it offers {options.all_inner_texts()}") from None
+    select.select_option(engine)
     p.page.wait_for_selector(f"text=/If you switch \\S+ → {re.escape(engine)} now/",
                              timeout=60_000)
     harm = p.page.locator(".confirm-harm input[type=checkbox]")
