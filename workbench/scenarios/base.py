@@ -32,6 +32,9 @@ class Claim:
     source: str  # where the figure is printed: paper, section, table or figure
     lower_is_better: bool = True
     measure: Callable[[Any, Any], float] | None = None
+    # The run that made the claim, when it is one part of the paper's engine (e.g. its
+    # scheduling alone); None: the scenario's `engine`.
+    engine: str | None = None
 
     def gain(self, ours, theirs) -> float:
         """Our engine's gain over the baseline in %, from two `experiment.RunResult`s."""
@@ -68,3 +71,7 @@ class Scenario:
     @property
     def baselines(self) -> list[str]:
         return [label for label in self.engines if label != self.engine]
+
+    def claim_engine(self, claim: Claim) -> str:
+        """The label of the run that made `claim` (its own `engine`, else the scenario's)."""
+        return claim.engine or self.engine
