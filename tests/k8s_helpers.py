@@ -27,6 +27,17 @@ def need_binaries() -> None:
         pytest.skip(msg)
 
 
+def small_cluster(speed: float):
+    """The local control plane most integration modules run on (binaries checked first): 4
+    emulated nodes of 4 GPUs, 48 cores and 192 GiB in 2 racks, `speed` emulated seconds per
+    real second; use as `with small_cluster(SPEED) as cluster:`."""
+    from workbench.k8s.local.cluster import LocalCluster
+
+    need_binaries()
+    return LocalCluster(nodes=4, gpus_per_node=4, cpus=48, mem=192, racks=2, speed=speed,
+                        api_qps=200)
+
+
 def until(what: str, check, timeout: float = 30.0, every: float = 0.1):
     """Poll `check` until it returns something true; fail naming `what` after `timeout` s."""
     deadline = time.monotonic() + timeout

@@ -18,13 +18,12 @@ from k8s_helpers import (  # noqa: F401 - auditor, no_overcommit: fixtures
     fresh_namespace,
     no_overcommit,
     run_in_background,
+    small_cluster,
 )
-from k8s_helpers import need_binaries as _need_binaries
 from k8s_helpers import until as _until
 
 from workbench.control import Controller
 from workbench.k8s import labels
-from workbench.k8s.local.cluster import LocalCluster
 from workbench.model import JobSpec, JobState, Place, Resources
 from workbench.perf import default_perf
 from workbench.policies import available, make_policy
@@ -38,9 +37,7 @@ PERF = default_perf()
 
 @pytest.fixture(scope="module")
 def cluster():
-    _need_binaries()
-    with LocalCluster(nodes=4, gpus_per_node=4, cpus=48, mem=192, racks=2, speed=SPEED,
-                      api_qps=200) as c:
+    with small_cluster(SPEED) as c:
         yield c
 
 

@@ -417,13 +417,9 @@ LEASE, RENEW, RETRY = 3, 2.0, 0.5
 
 @pytest.fixture(scope="module")
 def cluster():
-    from k8s_helpers import need_binaries
+    from k8s_helpers import small_cluster
 
-    from workbench.k8s.local.cluster import LocalCluster
-
-    need_binaries()
-    with LocalCluster(nodes=4, gpus_per_node=4, cpus=48, mem=192, racks=2, speed=SPEED,
-                      api_qps=200) as c:
+    with small_cluster(SPEED) as c:
         yield c
 
 
