@@ -209,14 +209,22 @@ def fit_curve(ks: np.ndarray, ys: np.ndarray, increasing: bool = False
     For each c on a grid below the best value seen, 1/(y - c) is linear in k; the c with the
     least squared error in y wins.
     """
+    grid = _fitted_grid(ks, ys, increasing)
+    if grid is None:
+        return None
+    a, b, c, sse = grid
+    i = int(np.argmin(sse))
+    return float(a[i]), float(b[i]), float(c[i]), float(sse[i])
+
+
+def _fitted_grid(ks: np.ndarray, ys: np.ndarray, increasing: bool):
+    """(a, b, c, sse) over the grid of asymptotes c (see `fit_curve`), or None when the points
+    determine no curve."""
     pts = _points(ks, ys, increasing)
     if pts is None:
         return None
     a, b, c, sse = _fit_grid(*pts)
-    if not np.isfinite(sse).any():
-        return None
-    i = int(np.argmin(sse))
-    return float(a[i]), float(b[i]), float(c[i]), float(sse[i])
+    return (a, b, c, sse) if np.isfinite(sse).any() else None
 
 
 def curve_work_to_target(ks: np.ndarray, ys: np.ndarray, target: float, increasing: bool
@@ -226,12 +234,10 @@ def curve_work_to_target(ks: np.ndarray, ys: np.ndarray, target: float, increasi
     The uncertainty is the spread of the crossing over every asymptote c whose fit is within
     twice the best squared error (a profile of the fit); 1.0 when some of those never cross.
     """
-    pts = _points(ks, ys, increasing)
-    if pts is None:
+    grid = _fitted_grid(ks, ys, increasing)
+    if grid is None:
         return None
-    a, b, c, sse = _fit_grid(*pts)
-    if not np.isfinite(sse).any():
-        return None
+    a, b, c, sse = grid
     t = -target if increasing else target
     i = int(np.argmin(sse))
     if t <= c[i]:
