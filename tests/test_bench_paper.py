@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -130,3 +131,36 @@ def test_cli_real_scenario_json(capsys):
     assert all(c["seeds"] == 1 and isinstance(c["direction"], bool) for c in out["claims"])
     assert {r["bench"] for r in out["realistic_benches"]} >= {"workbench bench qos",
                                                              "workbench bench oasis"}
+
+
+def fake_jobs_failing_on_odd_seeds(seed: int) -> list:
+    if seed % 2:
+        raise RuntimeError(f"fake failure on seed {seed}")
+    return fake_jobs(seed)
+
+
+def test_a_failing_seed_is_reported_and_the_rest_measured():
+    flaky = Scenario(name="fake-flaky", title="", paper="", engine="tiresias",
+                     engines={"tiresias": ("tiresias", {}), "fifo": ("fifo", {})},
+                     nodes=fake_nodes, jobs=fake_jobs_failing_on_odd_seeds,
+                     claims=(Claim("avg JCT", "avg_jct_h", "fifo", 20.0, "fake"),))
+    result = run_bench([flaky, FAKE_TINY_SCENARIO], seeds=2, workers=1)
+    row = result["claims"][0]
+    assert row["seeds"] == 1 and row["failed_seeds"] == 1
+    assert row["error"] == "RuntimeError: fake failure on seed 1"
+    # seed 0 is the fake tiny scenario's first claim on seed 0: same jobs, engines and metric
+    assert row["ours_pct"] == pytest.approx(_direct_gains(FAKE_TINY_SCENARIO, 1)[0][0])
+    assert [r.get("error") for r in result["runs"] if r["scenario"] == "fake-flaky"] == [
+        None, "RuntimeError: fake failure on seed 1"]
+    assert all(c["failed_seeds"] == 0 for c in result["claims"][1:])  # the others measured
+    nothing = run_bench([replace(flaky, jobs=fake_jobs_failing_on_odd_seeds)], seeds=1,
+                        workers=1)  # seed 0 only: measured
+    assert nothing["claims"][0]["direction"] is not None
+    broken = run_bench([replace(flaky, name="fake-always", jobs=fake_jobs_never)], seeds=2,
+                       workers=1)["claims"][0]
+    assert broken["direction"] is None and broken["seeds"] == 0
+    assert broken["ours_pct"] != broken["ours_pct"]  # NaN: nothing was measured
+
+
+def fake_jobs_never(seed: int) -> list:
+    raise ValueError("fake: no jobs")

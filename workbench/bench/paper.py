@@ -80,12 +80,21 @@ def measure_seed(scenario, seed: int) -> dict[str, Any]:
 
 
 def _task(scenario, seed: int) -> dict[str, Any]:
-    """A pool task: `scenario` is a registered scenario's name, or a picklable `Scenario`."""
-    if isinstance(scenario, str):
-        from ..scenarios import get
+    """A task: `scenario` is a `Scenario` or a registered one's name (what a pool worker is
+    sent). A run that fails gives a row with its error instead of ending the bench: the other
+    scenarios' claims are still measured, and the failure is printed beside its claims."""
+    name = scenario if isinstance(scenario, str) else scenario.name
+    started = time.perf_counter()
+    try:
+        if isinstance(scenario, str):
+            from ..scenarios import get
 
-        scenario = get(scenario)
-    return measure_seed(scenario, seed)
+            scenario = get(scenario)
+        return measure_seed(scenario, seed)
+    except Exception as e:  # noqa: BLE001 - reported per claim, see the docstring
+        text = f"{type(e).__name__}: {e}".splitlines()[0]
+        return {"scenario": name, "seed": seed, "error": text,
+                "wall_s": time.perf_counter() - started}
 
 
 def _ignore_sigint() -> None:
@@ -120,7 +129,8 @@ def run_tasks(tasks: Sequence[tuple[Any, int]], workers: int, log=None) -> list[
         nonlocal done
         done += 1
         if log is not None:
-            log.write(f"bench paper: {row['scenario']} seed {row['seed']} done"
+            how = f"failed: {row['error']}" if "error" in row else "done"
+            log.write(f"bench paper: {row['scenario']} seed {row['seed']} {how}"
                       f" ({row['wall_s']:.0f} s; {done}/{len(tasks)})\n")
             log.flush()
 
@@ -137,7 +147,7 @@ def run_tasks(tasks: Sequence[tuple[Any, int]], workers: int, log=None) -> list[
                 raise
     for i in local:
         scenario, seed = tasks[i]
-        rows[i] = measure_seed(scenario, seed)
+        rows[i] = _task(scenario, seed)
         report(rows[i])
     return [rows[i] for i in range(len(tasks))]
 
@@ -158,7 +168,10 @@ def _mean(values: list[float | None]) -> float | None:
 
 
 def summarise(scenario, rows: Sequence[dict]) -> list[dict[str, Any]]:
-    """One row per claim of `scenario` over its seeds' `rows` (from `measure_seed`)."""
+    """One row per claim of `scenario` over its seeds' `rows` (from `_task`); seeds whose
+    runs failed are left out and counted (`failed_seeds`, `error`)."""
+    failed = [r for r in rows if "error" in r]
+    rows = [r for r in rows if "error" not in r]
     out = []
     for k, claim in enumerate(scenario.claims):
         gains = np.array([r["claims"][k]["gain_pct"] for r in rows], dtype=float)
@@ -177,10 +190,11 @@ def summarise(scenario, rows: Sequence[dict]) -> list[dict[str, Any]]:
             "max_pct": float(finite.max()) if len(finite) else None,
             "ci95_low": lo, "ci95_high": hi, "seeds": len(gains),
             "seeds_with_direction": int(np.sum(gains * sign > 0)),
-            "direction": bool(math.isfinite(mean) and mean * sign > 0),
+            "direction": bool(math.isfinite(mean) and mean * sign > 0) if rows else None,
             "ratio": ratio, "half_reached": None if ratio is None else bool(ratio >= 0.5),
             "ours_metric": _mean([r["claims"][k]["ours"] for r in rows]),
             "baseline_metric": _mean([r["claims"][k]["theirs"] for r in rows]),
+            "failed_seeds": len(failed), "error": failed[0]["error"] if failed else None,
         })
     return out
 
@@ -203,9 +217,10 @@ def run_bench(scenarios: Sequence, seeds: int | None = None, workers: int = 1,
         mine = [r for r in rows if r["scenario"] == scenario.name]
         claims += summarise(scenario, mine)
         for r in mine:
-            for claim, c in zip(scenario.claims, r["claims"]):
+            for k, claim in enumerate(scenario.claims):
+                got = r["claims"][k] if "error" not in r else {"error": r["error"]}
                 per_seed.append({"scenario": scenario.name, "seed": r["seed"],
-                                 "claim": claim.label, **c})
+                                 "claim": claim.label, **got})
     return {"bench": "paper", "scenarios": [{"name": s.name, "paper": s.paper, "notes": s.notes,
                                              "seeds": seeds or s.seeds} for s in scenarios],
             "claims": claims, "runs": per_seed, "workers": workers,
@@ -230,7 +245,8 @@ def table_rows(claims: Sequence[dict]) -> list[dict[str, Any]]:
             f" {c['baseline']}", "paper %": "not stated" if c["paper_pct"] is None
             else _pct(c["paper_pct"]), "ours %": _pct(c["ours_pct"]), "min..max": spread,
             "95% CI": ci, "seeds right way": f"{c['seeds_with_direction']}/{c['seeds']}",
-            "direction": "yes" if c["direction"] else "no",
+            "direction": "failed" if c["direction"] is None else (
+                "yes" if c["direction"] else "no"),
             "ratio": "-" if c["ratio"] is None else f"{c['ratio']:.2f}",
             ">= half": "-" if c["half_reached"] is None else ("yes" if c["half_reached"]
                                                              else "no"),
@@ -251,6 +267,9 @@ def run(args: argparse.Namespace) -> int:
     notes = [f"gain: % by which the paper's engine beats the baseline (positive = better);"
              f" ratio = ours / paper; seeds 0..{seeds[-1] - 1}; wall {result['wall_s']:.0f} s,"
              f" {workers} worker(s)"]
+    notes += list(dict.fromkeys(  # one line per scenario whose runs failed
+        f"{c['scenario']}: {c['failed_seeds']} seed(s) failed: {c['error']}"
+        for c in result["claims"] if c["failed_seeds"]))
     notes += [f"{s['name']}: {s['notes']}" for s in result["scenarios"] if s["notes"]]
     notes.append("realistic-trace benches (not run here): " + "; ".join(
         f"{r['bench']} ({r['results']})" for r in result["realistic_benches"]))
