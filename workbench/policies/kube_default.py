@@ -1,7 +1,14 @@
 """The default Kubernetes scheduler, pod by pod: filter feasible nodes, score by least
 allocated, bind. Pods queue by creation time, so the pods of jobs submitted together
 interleave. No gang: a job's placed pods hold their resources while the rest wait, which
-is how a real cluster deadlocks two half-placed distributed jobs."""
+is how a real cluster deadlocks two half-placed distributed jobs.
+
+`tf_operator=True` (off by default) interleaves the pods of different jobs as a cluster running
+Kubeflow's tf-operator does (the setting of DRAGON's paper): the operator creates every pod of a
+TFJob at once, and the pods that found no room are retried together after each cluster event,
+so each waiting job gets one pod in turn (pod 0 of every job by arrival, then pod 1, ...)
+instead of the oldest job taking all the room first. Two jobs can then each hold part of their
+gang while neither has all of it."""
 
 from __future__ import annotations
 
@@ -19,8 +26,9 @@ from .teaching import queue_facts, queue_rows, top
 class KubeDefaultPolicy(Policy):
     takes_placement = True
     quiet_restarts = True
-    def __init__(self, round_interval: float = 60.0) -> None:
+    def __init__(self, round_interval: float = 60.0, tf_operator: bool = False) -> None:
         self.round_interval = round_interval
+        self.tf_operator = tf_operator
 
     def schedule(self, state: ClusterState) -> list[Action]:
         actions, queue = reject_impossible(state, state.waiting)
@@ -33,7 +41,8 @@ class KubeDefaultPolicy(Policy):
                 pods.append((spec.arrival, k, job.name, "ps"))
             for k in range(max(spec.initial_workers - job.num_workers, 0)):
                 pods.append((spec.arrival, spec.num_ps + k, job.name, "worker"))
-        pods.sort()
+        # tf-operator: pods in turn across the waiting jobs (index first), not job by job.
+        pods.sort(key=(lambda p: (p[1], p[0], p[2])) if self.tf_operator else None)
         by_name = {j.name: j for j in queue}
         placed: dict[str, dict[str, dict[str, int]]] = {}
         unplaced: dict[str, int] = {}
