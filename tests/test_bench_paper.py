@@ -164,3 +164,13 @@ def test_a_failing_seed_is_reported_and_the_rest_measured():
 
 def fake_jobs_never(seed: int) -> list:
     raise ValueError("fake: no jobs")
+
+
+def test_per_scenario_counts():
+    from workbench.bench.paper import scenario_rows
+
+    claims = run_bench([FAKE_TINY_SCENARIO], seeds=2, workers=1)["claims"]
+    (row,) = scenario_rows(claims)
+    assert row["claims"] == 3 and row["no figure"] == 1 and row["failed"] == 0
+    assert row["direction"] == sum(bool(c["direction"]) for c in claims)
+    assert row[">= half"] == sum(bool(c["half_reached"]) for c in claims) <= 2
