@@ -174,3 +174,12 @@ def test_per_scenario_counts():
     assert row["claims"] == 3 and row["no figure"] == 1 and row["failed"] == 0
     assert row["direction"] == sum(bool(c["direction"]) for c in claims)
     assert row[">= half"] == sum(bool(c["half_reached"]) for c in claims) <= 2
+
+
+def test_markdown_table_keeps_every_row_and_escapes_bars():
+    from workbench.bench.paper import markdown
+
+    text = markdown([{"a": "x|y", "b": 1}, {"a": "z", "b": 2}])
+    lines = text.splitlines()
+    assert lines[0] == "| a | b |" and lines[1] == "|---|---|"
+    assert lines[2] == "| x\\|y | 1 |" and len(lines) == 4

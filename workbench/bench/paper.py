@@ -269,6 +269,16 @@ def scenario_rows(claims: Sequence[dict]) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+def markdown(rows: Sequence[dict[str, Any]]) -> str:
+    """`rows` as a Markdown table (for docs/paper-results.md), same cells as the text table."""
+    if not rows:
+        return "(no rows)"
+    cols = list(rows[0])
+    cells = [[str(r[c]).replace("|", "\\|") for c in cols] for r in rows]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells])
+
+
 def run(args: argparse.Namespace) -> int:
     from ..scenarios import all_scenarios, get
 
@@ -288,6 +298,11 @@ def run(args: argparse.Namespace) -> int:
     notes += [f"{s['name']}: {s['notes']}" for s in result["scenarios"] if s["notes"]]
     notes.append("realistic-trace benches (not run here): " + "; ".join(
         f"{r['bench']} ({r['results']})" for r in result["realistic_benches"]))
+    if args.markdown and not args.json:
+        sys.stdout.write(markdown(table_rows(result["claims"])) + "\n\n"
+                         + markdown(scenario_rows(result["claims"])) + "\n\n")
+        sys.stdout.write("\n".join(notes) + "\n")
+        return 0
     emit(result, as_json=args.json, notes=notes, tables={
         "paper claims in their own settings (workbench bench paper)": table_rows(result["claims"]),
         "per scenario: claims whose direction is reproduced, and which reach half the paper's"
@@ -304,6 +319,7 @@ def register(sub) -> None:
                    help="seeds per scenario (default: each scenario's own)")
     p.add_argument("--workers", type=int, default=None,
                    help="processes (default: all cores; 1 runs in this process)")
+    p.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(func=run)
 
