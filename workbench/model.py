@@ -84,6 +84,10 @@ class JobSpec:
     # Cores a task would use unthrottled, as a multiple of its CPU request (a container without
     # a CPU limit bursts above its request). 1.0: uses what it requests, so it never contends.
     cpu_burst: float = 1.0
+    # The job picks its own batch size on each placement (AdaptDL/Pollux, `perf/goodput.py`):
+    # `batch_size` is then its initial batch and `total_work` counts progress units, iterations
+    # at that batch weighted by statistical efficiency.
+    adaptive_batch: bool = False
 
     def __post_init__(self) -> None:
         if not (1 <= self.min_workers <= self.initial_workers <= self.max_workers):

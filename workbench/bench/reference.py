@@ -10,7 +10,8 @@ Job lengths (`--lengths`): `project` is the loader's (iterations to the applicat
 epoch in the validation table at the job's batch size, `traces/pollux.py`); `artifact` is the
 artifact simulator's own definition (see `artifact_iterations`), so that a difference in that
 column is the engines', not the job lengths'. Both are printed by default for tiresias and
-optimus; pollux changes batch sizes, which a fixed length cannot follow, so it gets `project`.
+optimus; pollux changes batch sizes, so its jobs always count the artifact's progress units
+(`pollux_job`) and its rows say `artifact`.
 
 The artifact gives Tiresias each job's replicas and batch size, Optimus only the batch size (its
 replica cap is the engine's own, `OptimusPolicy.cap`) and Pollux neither: so for optimus a job's
@@ -151,12 +152,34 @@ def load_jobs(data: Path, load: str, n: int, engine: str, lengths: str) -> list:
     gpus = sum(node.gpus for node in preset("default"))
     if engine == "optimus":
         jobs = [dataclasses.replace(s, max_workers=gpus) for s in jobs]
+    if engine == "pollux":
+        return [pollux_job(s, data, gpus) for s in jobs]
     if lengths == "artifact":
         perf = default_perf()
         jobs = [dataclasses.replace(s, total_work=artifact_iterations(
             data / "profiles", s.application, s.batch_size, perf.max_epochs(s.application)))
             for s in jobs]
     return jobs
+
+
+def pollux_job(spec, data: Path, gpus: int):
+    """A workload job as the artifact gives it to Pollux (simulator.py `Cluster.__init__`): no
+    replicas and no batch size, except ncf at a fixed batch of 32768. The others pick their
+    batch (`adaptive_batch`), start from the app's smallest measured batch and run the
+    artifact's progress units to its last epoch's end (`perf.goodput`); ncf runs the artifact's
+    iterations at 32768 (`artifact_iterations`). Any job may take up to the cluster's GPUs (the
+    engine's own cap applies)."""
+    from ..perf import default_perf
+    from ..perf.goodput import app_goodput
+
+    perf = default_perf()
+    app = app_goodput(perf, spec.application)
+    common = {"initial_workers": 1, "min_workers": 1, "max_workers": gpus}
+    if spec.application == "ncf":  # simulator.py: `job.target_batch_size = 32768` for ncf
+        work = artifact_iterations(data / "profiles", "ncf", 32768, app.epochs)
+        return dataclasses.replace(spec, batch_size=32768, total_work=work, **common)
+    return dataclasses.replace(spec, batch_size=app.init_batch, total_work=app.total,
+                               adaptive_batch=True, **common)
 
 
 def run_one(data: Path, engine: str, load: str, n: int, lengths: str = "project") -> dict:
@@ -193,10 +216,9 @@ def run(args) -> int:
     workloads = [int(x) for x in args.workloads.split(",") if x]
     rows, skipped = [], [e for e in engines if e not in have]
     for engine in [e for e in engines if e in have]:
-        kinds = ["project"] if engine == "pollux" or args.lengths != "both" else \
-            ["project", "artifact"]
-        if args.lengths == "artifact" and engine != "pollux":
-            kinds = ["artifact"]
+        kinds = ["project"] if args.lengths != "both" else ["project", "artifact"]
+        if args.lengths == "artifact" or engine == "pollux":
+            kinds = ["artifact"]  # pollux: always the artifact's progress units (pollux_job)
         for load in loads:
             for n in workloads:
                 for lengths in kinds:

@@ -49,9 +49,11 @@ from ..model import (
     Wait,
     describe_placement,
     merge_placements,
+    placement_counts,
     placement_need,
     total,
 )
+from ..perf.goodput import adaptive_rate
 from .live import LiveJobStatus
 from .queue import WaitingQueue
 from .snapshot import Snapshot, take
@@ -420,7 +422,10 @@ class SimBackend:
     # ---- progress -----------------------------------------------------------------------
 
     def _rate(self, job: JobStatus) -> float:
-        rate = self.perf.iteration_rate(job.spec, job.workers, job.ps)
+        if job.spec.adaptive_batch:  # it picks its batch each epoch: goodput, perf/goodput.py
+            rate = adaptive_rate(self.perf, job.spec, placement_counts(job.workers), job.progress)
+        else:
+            rate = self.perf.iteration_rate(job.spec, job.workers, job.ps)
         if self.contention:
             rate *= self._contention_factor(job)
         return rate

@@ -337,6 +337,8 @@ class _Reader:
             kw[key] = self.get(d, key, path, _NUMBER, optional=True)
         if "cpu_burst" in d:
             kw["cpu_burst"] = float(self.get(d, "cpu_burst", path, _NUMBER))
+        if "adaptive_batch" in d:
+            kw["adaptive_batch"] = self.get(d, "adaptive_batch", path, bool)
         for key in ("worker_demand", "ps_demand"):
             if key in d:
                 kw[key] = self.resources(self.get(d, key, path, dict), f"{path}.{key}")

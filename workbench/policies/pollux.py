@@ -1,0 +1,414 @@
+"""Pollux (OSDI'21): co-adaptive allocation by goodput, as the Pollux artifact's simulator runs it.
+
+Rules (petuum/adaptdl osdi21-artifact, `simulator/pollux.py`, `simulator.py`, `goodput.py`,
+`speedup.py`; the goodput arithmetic is `perf/goodput.py`):
+
+1. **Agent** (one per job, `Agent`): each round a running job adds the configuration it runs,
+   (nodes, replicas, atomic batch) with its measured step and sync time, to its profile, and
+   its throughput model is re-fitted on everything it has run so far (simulator.py
+   `Job.update_params`); its gradient statistics are those of its batch in its current epoch.
+   A job that picks its own batch (`JobSpec.adaptive_batch`) runs the candidate batch of best
+   goodput on its placement; others run their submitted batch.
+2. **Speedup** of (nodes, replicas): the agent's best predicted goodput there over its goodput
+   at the fair share, one node × ceil(GPUs / jobs) replicas (pollux.py `Problem.__init__`); a
+   job that has not run yet: replicas / fair replicas.
+3. **Objective**: the power mean with exponent `p` (the paper's fairness knob; the artifact's
+   `p = -1`) of each job's speedup × its dominant share × the number of nodes, a job whose
+   allocation changes scaled by max(age - 30 · restarts, 0) / (age + 30) (the restart
+   penalty), + 1e-3 (pollux.py `_evaluate`).
+4. **Limits**: at most min(max(2 × most replicas profiled, 1), largest batch ÷ smallest local
+   batch, the job's `max_workers`) replicas, ncf 1 (simulator.py `get_pollux_job_info`); at
+   most one multi-node job per node; jobs first by least attained service, then arrival
+   (pollux.py `optimize`).
+
+**The optimiser differs from the artifact's** (a genetic algorithm, NSGA-II, 100 generations ×
+100 states, pymoo): here a greedy on the same objective. Each job's options are 0 GPUs, 1 to
+a node's GPUs on one node, whole nodes beyond (4, 8, 12, ... on 4-GPU nodes), and its
+current placement as it is (no restart penalty); GPUs go one option step at a time to the
+job whose objective improves most per GPU (looking past dips, as the keep-current option is
+not convex), then the chosen shapes are placed (kept ones first, multi-node ones on whole free
+nodes, others on the tightest node that fits); a shape that does not fit drops to the next
+smaller option. The search space leaves out multi-node shapes that are not whole nodes.
+`objective(state, plan)` evaluates any allocation, so the two can be compared.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..model import (
+    Action,
+    ClusterState,
+    JobKind,
+    JobState,
+    JobStatus,
+    Place,
+    Placement,
+    Scale,
+    Suspend,
+    Wait,
+    placement_counts,
+)
+from ..perf.goodput import GoodputModel, app_goodput, fit_params, has_goodput
+from .base import Policy, register
+from .common import MAX_WAIT_REASONS, in_applicable_order, reject_impossible
+from .teaching import top
+
+RESTART_DELAY = 30.0  # pollux.py _evaluate: `delay = 30` (the simulator's restart cost)
+SPEEDUP_FLOOR = 1e-3  # pollux.py _evaluate: `scaled_speedups + 1e-3`
+MAX_REPLICAS = 64  # simulator.py get_pollux_job_info: "simulator can't handle more"
+ONE_REPLICA_APPS = frozenset({"ncf"})  # simulator.py get_pollux_job_info: ncf max_replicas 1
+_NO_GPU = "waiting: Pollux gave its GPUs to jobs whose speedup gains more of the objective"
+
+
+@dataclass
+class Agent:
+    """What the job's Pollux agent knows: the configurations it ran and their step times."""
+
+    fixed_batch: int | None
+    points: dict[tuple[int, int, int], tuple[float, float]] = field(default_factory=dict)
+    grad: tuple[float, float] | None = None  # (sqr, var) of its batch in its current epoch
+    model: GoodputModel | None = None
+    goodputs: dict[tuple[int, int], float] = field(default_factory=dict)
+
+    @property
+    def max_profiled_replicas(self) -> int:
+        return max((k[1] for k in self.points), default=0)
+
+
+def epoch_of(perf, job: JobStatus) -> int:
+    """The epoch `job` is in (adaptive jobs: by the artifact's epoch ends; others: equal
+    epochs of its total work)."""
+    app = app_goodput(perf, job.spec.application)
+    if job.spec.adaptive_batch:
+        return app.epoch_of(job.progress * app.total / job.spec.total_work)
+    per_epoch = job.spec.total_work / app.epochs
+    return min(int(job.progress / per_epoch), app.epochs - 1)
+
+
+@register("pollux")
+class PolluxPolicy(Policy):
+    quiet_restarts = True
+    # pollux.py optimizes every interval: ages, profiles and epochs move without events
+    needs_every_round = True
+
+    def __init__(self, perf=None, round_interval: float = 60.0, p: float = -1.0) -> None:
+        if perf is None:
+            from ..perf import default_perf
+
+            perf = default_perf()
+        self.perf = perf
+        self.round_interval = round_interval  # simulator.py `--interval 60`
+        if not math.isfinite(p) or p > 1:
+            raise ConfigError(f"p: expected a finite power-mean exponent <= 1, got {p!r}")
+        self.p = float(p)  # pollux.py _evaluate: `p = -1`, "more negative = more fair"
+        self.agents: dict[str, Agent] = {}
+        self.last_plan: dict[str, int] = {}
+        self.last_speedup: dict[str, float] = {}
+        self.ps_plan: dict[str, Placement] = {}  # this round's parameter servers per PS job
+
+    def reset(self) -> None:
+        self.agents.clear()
+
+    # ---- the agent -----------------------------------------------------------------------
+
+    def agent(self, job: JobStatus) -> Agent | None:
+        """The job's agent; None for a job the goodput model cannot describe (no profile)."""
+        spec = job.spec
+        if spec.kind != JobKind.ALLREDUCE or not has_goodput(spec.application):
+            return None
+        agent = self.agents.get(job.name)
+        if agent is None:
+            fixed = None if spec.adaptive_batch else spec.batch_size
+            agent = self.agents[job.name] = Agent(fixed)
+        return agent
+
+    def observe(self, job: JobStatus, agent: Agent) -> None:
+        """A running job's agent records its configuration and re-fits (simulator.py
+        `Job.update_params`: a new (nodes, replicas, atomic batch) point means a new fit)."""
+        if job.state is not JobState.RUNNING or not job.workers:
+            return
+        app = app_goodput(self.perf, job.spec.application)
+        counts = placement_counts(job.workers)
+        epoch = epoch_of(self.perf, job)
+        _, atomics, accums = app.table(counts, agent.fixed_batch)
+        atomic, accum = int(atomics[epoch]), int(accums[epoch])
+        batch = sum(counts) * atomic * (accum + 1)
+        sqr, var = app.grad_stats(batch)
+        grad = (float(sqr[0, epoch]), float(var[0, epoch]))
+        key = (len(counts), sum(counts), atomic)
+        changed = grad != agent.grad
+        if key not in agent.points:
+            agent.points[key] = self.perf.step_and_sync(job.spec.application, counts, atomic)
+            changed = True
+        agent.grad = grad
+        if changed:
+            points = tuple(sorted((*k, *v) for k, v in agent.points.items()))
+            agent.model = GoodputModel(app, fit_params(points), *grad, agent.fixed_batch)
+            agent.goodputs.clear()
+
+    def cap(self, job: JobStatus, agent: Agent | None, gpus: int) -> int:
+        """Most replicas the job may get (module docstring, rule 4)."""
+        spec = job.spec
+        cap = min(spec.max_workers, gpus)
+        if agent is None:
+            return cap
+        if spec.application in ONE_REPLICA_APPS:
+            return min(cap, 1)
+        app = app_goodput(self.perf, spec.application)
+        return min(cap, max(2 * agent.max_profiled_replicas, 1), MAX_REPLICAS,
+                   app.max_batch // app.min_local)
+
+    def goodput(self, agent: Agent, nodes: int, replicas: int) -> float:
+        key = (nodes, replicas)
+        hit = agent.goodputs.get(key)
+        if hit is None:
+            hit = agent.goodputs[key] = agent.model.best(nodes, replicas)
+        return hit
+
+    def speedup(self, agent: Agent | None, nodes: int, replicas: int, fair: int) -> float:
+        """Goodput on (nodes, replicas) over goodput at the fair share (rule 2)."""
+        if replicas <= 0:
+            return 0.0
+        if agent is None or agent.model is None:
+            return replicas / fair
+        base = self.goodput(agent, 1, fair)
+        return self.goodput(agent, nodes, replicas) / base if base > 0 else replicas / fair
+
+    # ---- the objective -------------------------------------------------------------------
+
+    def cost(self, scaled: float) -> float:
+        """One job's term of the objective, to minimise: the power mean of `scaled + 1e-3`
+        is monotone in the sum of these (p < 0: x^p; p = 0: -log x; 0 < p: -x^p)."""
+        x = scaled + SPEEDUP_FLOOR
+        if self.p < 0:
+            return x ** self.p
+        return -math.log(max(scaled, SPEEDUP_FLOOR)) if self.p == 0 else -(x ** self.p)
+
+    def power_mean(self, scaled: list[float]) -> float:
+        """The artifact's objective value (pollux.py `_evaluate`, before its minus sign)."""
+        if not scaled:
+            return 0.0
+        n = len(scaled)
+        if self.p == 0:
+            return math.exp(sum(math.log(max(s, SPEEDUP_FLOOR)) for s in scaled) / n)
+        return (sum((s + SPEEDUP_FLOOR) ** self.p for s in scaled) / n) ** (1.0 / self.p)
+
+    @staticmethod
+    def restart_factor(job: JobStatus, now: float) -> float:
+        """pollux.py _evaluate: a changed allocation weighs max(age - restarts · 30, 0) /
+        (age + 30)."""
+        age = max(now - job.spec.arrival, 0.0)
+        return max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
+
+    def objective(self, state: ClusterState, plan: dict[str, Placement]) -> float:
+        """The power mean of an allocation `plan` (job -> workers per node) of the active jobs,
+        with the restart penalty against their current placements."""
+        jobs = [j for j in state.active if j.state is not JobState.HOLDING]
+        gpus, nodes = _cluster_size(state)
+        fair = math.ceil(gpus / max(len(jobs), 1))
+        share = nodes / gpus
+        scaled = []
+        for job in jobs:
+            workers = {n: c for n, c in plan.get(job.name, {}).items() if c}
+            counts = placement_counts(workers)
+            s = self.speedup(self.agent(job), len(counts), sum(counts), fair) * share
+            if workers != {n: c for n, c in job.workers.items() if c}:
+                s *= self.restart_factor(job, state.now)
+            scaled.append(s)
+        return self.power_mean(scaled)
+
+    # ---- a round -------------------------------------------------------------------------
+
+    def options(self, job: JobStatus, agent: Agent | None, gpus: int, gpn: int, fair: int,
+                share: float, now: float) -> list[tuple[int, float, Placement | None]]:
+        """(GPUs, cost, kept placement or None) for each shape the job may take, by GPUs."""
+        cap = self.cap(job, agent, gpus)
+        sizes = [r for r in range(1, min(cap, gpn) + 1)] + \
+            [k * gpn for k in range(2, cap // gpn + 1)]
+        sizes = [r for r in sizes if r >= job.spec.min_workers]
+        factor = self.restart_factor(job, now)
+        out = [(0, self.cost(0.0), None)]
+        current = {n: c for n, c in job.workers.items() if c} if job.state.placed else {}
+        for r in sizes:
+            s = self.speedup(agent, 1 if r <= gpn else math.ceil(r / gpn), r, fair)
+            out.append((r, self.cost(s * share * factor), None))
+        if current:
+            counts = placement_counts(current)
+            s = self.speedup(agent, len(counts), sum(counts), fair)
+            out.append((sum(counts), self.cost(s * share), current))
+        out.sort(key=lambda o: (o[0], o[1]))
+        return out
+
+    def choose(self, options: list[list], budget: int) -> list[int]:
+        """Greedy: the chosen option per job, starting from 0 GPUs, each step the move to a
+        larger option with the largest drop in cost per added GPU that fits in `budget`."""
+        chosen = [0] * len(options)
+        heap: list[tuple[float, int, int]] = []
+
+        def push(j: int) -> None:
+            opts, at = options[j], chosen[j]
+            g0, c0 = opts[at][0], opts[at][1]
+            best, target = 0.0, -1
+            for t in range(at + 1, len(opts)):
+                g, c = opts[t][0], opts[t][1]
+                if g - g0 > budget or g == g0:
+                    continue
+                ratio = (c0 - c) / (g - g0)
+                if ratio > best + 1e-15:
+                    best, target = ratio, t
+            if target >= 0:
+                heapq.heappush(heap, (-best, j, target))
+
+        for j in range(len(options)):
+            push(j)
+        while heap:
+            _, j, t = heapq.heappop(heap)
+            need = options[j][t][0] - options[j][chosen[j]][0]
+            if need > budget:
+                push(j)
+                continue
+            budget -= need
+            chosen[j] = t
+            push(j)
+        return chosen
+
+    def schedule(self, state: ClusterState) -> list[Action]:
+        actions, jobs = reject_impossible(state, list(state.active))
+        jobs = [j for j in jobs if j.state is not JobState.HOLDING]
+        if not jobs:
+            return actions
+        gpus, nodes = _cluster_size(state)
+        gpn = int(max(state.capacity[:, 2].max(), 1))
+        fair = math.ceil(gpus / len(jobs))  # pollux.py: ceil(1 / dominant share / jobs)
+        share = nodes / gpus  # dominant share (1 GPU of all) × number of nodes
+        jobs.sort(key=lambda j: (j.attained_service, j.spec.arrival, j.name))
+        agents = []
+        for job in jobs:
+            agent = self.agent(job)
+            if agent is not None:
+                self.observe(job, agent)
+            agents.append(agent)
+        options = [self.options(j, a, gpus, gpn, fair, share, state.now)
+                   for j, a in zip(jobs, agents)]
+        chosen = self.choose(options, gpus)
+        plan = self.place(state, jobs, options, chosen, gpn)
+        self.last_plan = {j.name: sum(plan.get(j.name, {}).values()) for j in jobs}
+        self.last_speedup = {
+            j.name: self.speedup(a, len(placement_counts(plan.get(j.name, {}))),
+                                 sum(plan.get(j.name, {}).values()), fair)
+            for j, a in zip(jobs, agents)}
+        return actions + in_applicable_order(state, self.actions(jobs, plan))
+
+    def place(self, state: ClusterState, jobs: list[JobStatus], options: list[list],
+              chosen: list[int], gpn: int) -> dict[str, Placement]:
+        """Nodes for the chosen shapes: kept placements first, then multi-node shapes on whole
+        free nodes, then one-node shapes on the tightest node that fits; a shape that does not
+        fit drops to the job's next smaller option."""
+        ledger = self.ledger(state)
+        for job in jobs:
+            if job.state.placed:
+                ledger.give_back(job.workers, job.spec.worker_demand)
+                ledger.give_back(job.ps, job.spec.ps_demand)
+        plan: dict[str, Placement] = {}
+        self.ps_plan: dict[str, Placement] = {}
+        order = []
+        for j, job in enumerate(jobs):
+            keep = options[j][chosen[j]][2]
+            if keep is not None:
+                ledger.take(keep, job.spec.worker_demand)
+                ledger.take(job.ps, job.spec.ps_demand)
+                plan[job.name] = keep
+            elif options[j][chosen[j]][0] > 0:
+                order.append(j)
+        order.sort(key=lambda j: -options[j][chosen[j]][0])  # stable: priority order
+        for j in order:
+            job = jobs[j]
+            for t in range(chosen[j], 0, -1):
+                r, _, keep = options[j][t]
+                if keep is not None or r <= 0:
+                    continue
+                placed = _fit(ledger, job, r, gpn)
+                if placed is not None:
+                    plan[job.name], self.ps_plan[job.name] = placed
+                    break
+        return plan
+
+    def actions(self, jobs: list[JobStatus], plan: dict[str, Placement]) -> list[Action]:
+        out: list[Action] = []
+        waits = 0
+        for job in jobs:
+            new = plan.get(job.name, {})
+            current = {n: c for n, c in job.workers.items() if c}
+            r = sum(new.values())
+            if job.state.placed:
+                if not new:
+                    out.append(Suspend(job.name, f"preempted: {_NO_GPU[9:]}"))
+                elif new != current:
+                    out.append(Scale(job.name, f"rescaled {job.num_workers}→{r} GPUs: more"
+                                     " goodput for the cluster's fairness-weighted speedup",
+                                     new, self.ps_for(job, new)))
+            elif new:
+                out.append(Place(job.name, f"started on {r} GPUs by goodput",
+                                 new, self.ps_for(job, new)))
+            elif waits < MAX_WAIT_REASONS and job.reason != _NO_GPU:
+                out.append(Wait(job.name, _NO_GPU))
+                waits += 1
+        return out
+
+    def ps_for(self, job: JobStatus, workers: Placement) -> Placement:
+        """Parameter servers of a PS job where this round's placement put them."""
+        return self.ps_plan.get(job.name, {}) if job.spec.num_ps else {}
+
+    def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
+        """Pollux's last round: each job's GPUs and its speedup over the fair share."""
+        view: dict[str, Any] = {**super().engine_view(state),
+                                "rule": "GPUs to the jobs whose goodput speedup most raises the"
+                                f" power mean (p = {self.p:g}) of all jobs' speedups; each job"
+                                " picks the batch of best goodput on what it gets"}
+        return {**view, "speedup": top(self.last_speedup) or {"(no active job)": 0.0},
+                "gpus": top(self.last_plan) or {"(no job)": 0}}
+
+
+def _cluster_size(state: ClusterState) -> tuple[int, int]:
+    """(GPUs, nodes) of the nodes that are up (at least 1 each)."""
+    up = state.capacity[state.node_up]
+    return max(int(up[:, 2].sum()), 1), max(int(np.count_nonzero(up[:, 2] > 0)), 1)
+
+
+def _fit(ledger, job: JobStatus, replicas: int, gpn: int) -> tuple[Placement, Placement] | None:
+    """`replicas` workers on one node (the tightest that fits) if they fit in a node's GPUs,
+    else on whole free nodes; PS jobs through the ledger's gang placement. Taken on the
+    ledger; None if they do not fit."""
+    demand = job.spec.worker_demand
+    if job.spec.num_ps:
+        placed = ledger.place_gang(job, replicas)
+        if placed is None:
+            return None
+        ledger.take(placed[0], demand)
+        ledger.take(placed[1], job.spec.ps_demand)
+        return placed
+    fits = ledger.fit_counts(demand)
+    if replicas <= gpn:
+        ok = np.flatnonzero(fits >= replicas)
+        if not len(ok):
+            return None
+        i = int(ok[np.argmin(fits[ok])])
+        placement = {ledger.names[i]: replicas}
+    else:
+        whole = np.flatnonzero(fits >= gpn)
+        need = math.ceil(replicas / gpn)
+        if len(whole) < need:
+            return None
+        placement, left = {}, replicas
+        for i in whole[:need].tolist():
+            placement[ledger.names[i]] = min(gpn, left)
+            left -= gpn
+    ledger.take(placement, demand)
+    return placement, {}
