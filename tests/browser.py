@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,27 @@ def serve(*extra: str):
             time.sleep(0.3)
     proc.kill()
     raise RuntimeError("workbench serve did not start within 90 s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """Ask a served app to stop; kill it if it has not within 10 s."""
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@contextmanager
+def served(*extra: str) -> Iterator[str]:
+    """`workbench serve` with `extra` options on a free port until the block ends; yields its
+    URL."""
+    proc, url = serve(*extra)
+    try:
+        yield url
+    finally:
+        stop(proc)
 
 
 class Page:

@@ -18,18 +18,13 @@ import pytest
 
 pytestmark = pytest.mark.ui
 
-from browser import Page, free_port, serve  # noqa: E402
+from browser import Page, free_port, served  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def server():
-    proc, url = serve("--speed", "3600")
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with served("--speed", "3600") as url:
+        yield url
 
 
 def test_app_loads_with_no_console_errors(browser, server, screenshots):
@@ -121,8 +116,7 @@ def test_switching_the_policy_live_changes_later_decisions(browser, server, scre
 
 
 def test_shared_cluster_is_read_only_without_the_token(browser, screenshots):
-    proc, url = serve("--shared", "--token", "s3cret")
-    try:
+    with served("--shared", "--token", "s3cret") as url:
         viewer = Page(browser, url)
         operator = Page(browser, url + "?token=s3cret")
         try:
@@ -138,9 +132,6 @@ def test_shared_cluster_is_read_only_without_the_token(browser, screenshots):
         finally:
             viewer.close()
             operator.close()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_a_notebook_cell_renders_the_app_with_no_internet(browser, tmp_path, screenshots):
@@ -284,11 +275,13 @@ def test_fragmentation_over_time_and_per_node_for_an_engine_with_fgd(browser, tm
 
     pods = tmp_path / "pods.csv"
     sharing_pods(5, 200).to_csv(pods, index=False)
-    proc, url = serve("--speed", "3600", "--cluster", "small", "--policy", "fifo+fgd",
-                       "--trace", f"openb:pods={pods},n=200,interval=10,max_duration=3600")
-    p = None
+    with served("--speed", "3600", "--cluster", "small", "--policy", "fifo+fgd",
+                "--trace", f"openb:pods={pods},n=200,interval=10,max_duration=3600") as url:
+        _fragmentation_in_browser(Page(browser, url), screenshots)
+
+
+def _fragmentation_in_browser(p: Page, screenshots) -> None:
     try:
-        p = Page(browser, url)
         p.click("Run")
         p.tab("Timeline")
         frag = p.wait_for(lambda: [v for v in p.source("timeline", "gpu_frag")
@@ -308,10 +301,4 @@ def test_fragmentation_over_time_and_per_node_for_an_engine_with_fgd(browser, tm
         p.page.screenshot(path=str(screenshots / "ui-engine-fgd.png"), full_page=True)
         assert p.errors == []
     finally:
-        if p is not None:
-            p.close()
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        p.close()

@@ -9,7 +9,7 @@ import re
 import time
 
 import pytest
-from browser import Page, serve
+from browser import Page, served
 
 pytestmark = pytest.mark.ui
 
@@ -19,10 +19,8 @@ LARGE = ("--cluster", "large", "--trace", "synthetic:n=4000,rate=1.6,max_workers
 
 @pytest.fixture(scope="module")
 def large():
-    proc, url = serve(*LARGE)
-    yield url
-    proc.kill()
-    proc.wait()
+    with served(*LARGE) as url:
+        yield url
 
 
 def _box(p: Page, figure: str) -> dict:
@@ -84,7 +82,8 @@ def test_find_a_node_drill_a_rack_and_highlight_a_job(browser, large, screenshot
         first = int(busy.split("-")[1]) * 40
         assert set(p.source("gpu_cells", "node")) == {f"node-{i:03d}" for i in range(first, first + 40)}
         # a job: its GPUs outlined in the rack shown and its nodes in the overview
-        held = [t for t in p.source("gpu_cells", "text") if t != "free"]
+        held = p.wait_for(lambda: [t for t in p.source("gpu_cells", "text") if t != "free"],
+                          what=f"{busy}'s held GPUs")  # the cells' text may follow their layout
         job = held[0].split(",")[0].split(" ")[0]
         find.fill(job)
         find.press("Enter")

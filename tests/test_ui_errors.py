@@ -15,7 +15,6 @@ Run: pytest -m ui tests/test_ui_errors.py
 
 from __future__ import annotations
 
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -24,17 +23,9 @@ import pytest
 
 pytestmark = pytest.mark.ui
 
-from browser import Page, serve
+from browser import Page, serve, stop
 
 REASON = "rejected: needs 5 GPUs, the cluster has 4"  # dssm-0 of synthetic:n=6,ps=1
-
-
-def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
 
 
 def responds_quickly(url: str, limit: float = 5.0) -> float:

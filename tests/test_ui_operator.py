@@ -6,25 +6,19 @@ Run: pytest -m ui tests/test_ui_operator.py"""
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
 
 pytestmark = pytest.mark.ui
 
-from browser import Page, serve
+from browser import Page, served
 
 
 @pytest.fixture(scope="module")
 def server():
-    proc, url = serve("--speed", "600")
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with served("--speed", "600") as url:
+        yield url
 
 
 def headline(p: Page) -> str:
@@ -102,8 +96,7 @@ def test_the_job_detail_says_why_a_job_waits_now(browser, server, screenshots):
 
 
 def test_a_viewer_of_a_shared_console_cannot_load_the_server(browser, screenshots):
-    proc, url = serve("--shared", "--token", "s3cret")
-    try:
+    with served("--shared", "--token", "s3cret") as url:
         viewer = Page(browser, url)
         operator = Page(browser, url + "?token=s3cret")
         try:
@@ -127,9 +120,6 @@ def test_a_viewer_of_a_shared_console_cannot_load_the_server(browser, screenshot
         finally:
             viewer.close()
             operator.close()
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_a_notebook_console_heals_a_stale_status_line(browser, tmp_path, screenshots):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import subprocess
 import time
 from pathlib import Path
 
@@ -17,20 +16,15 @@ import pytest
 
 pytestmark = pytest.mark.ui
 
-from browser import Page, serve
+from browser import Page, served
 
 SELECTED = ".jobs-table .tabulator-row.tabulator-selected"
 
 
 @pytest.fixture(scope="module")
 def server():
-    proc, url = serve("--speed", "600", "--limit", "60")
-    yield url
-    proc.terminate()
-    try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+    with served("--speed", "600", "--limit", "60") as url:
+        yield url
 
 
 def _column(p: Page, table: str, field: str) -> list[str]:
@@ -142,8 +136,11 @@ def test_csv_downloads_of_jobs_and_decisions(browser, server, tmp_path):
 
 
 def test_what_if_colours_legend_counts_and_busy_indicator(browser, screenshots):
-    proc, url = serve()  # every job of the default trace: a what-if that runs for seconds
-    p = Page(browser, url)
+    with served() as url:  # every job of the default trace: a what-if that runs for seconds
+        _what_if_in_browser(Page(browser, url), screenshots)
+
+
+def _what_if_in_browser(p: Page, screenshots) -> None:
     try:
         p.tab("What-if")
         p.click("Fork and run every engine")
@@ -167,8 +164,6 @@ def test_what_if_colours_legend_counts_and_busy_indicator(browser, screenshots):
         assert p.errors == []
     finally:
         p.close()
-        proc.terminate()
-        proc.wait(10)
 
 
 def test_timeline_draws_steps_with_legends_beside(browser, server, screenshots):

@@ -10,7 +10,7 @@ import re
 import time
 
 import pytest
-from browser import Page, serve
+from browser import Page, served
 
 from workbench.policies import available
 
@@ -22,10 +22,8 @@ RAW = re.compile(r"\d\.\d{5,}")  # a number printed raw (seconds with six decima
 
 @pytest.fixture(scope="module")
 def default_run():
-    proc, url = serve()
-    yield url
-    proc.kill()
-    proc.wait()
+    with served() as url:
+        yield url
 
 
 def _headline(p: Page) -> str:
