@@ -82,8 +82,11 @@ class KubeDefaultPolicy(Policy):
         share of CPU and memory, x 100: the next pod goes to the highest) and the pods still
         pending per job, oldest first."""
         view: dict[str, Any] = {**super().engine_view(state),
-                                "rule": "pod by pod, oldest first: filter the nodes with room,"
-                                " bind to the least-allocated; no gang (a job may half start)"}
+                                "rule": ("pod by pod, each waiting job's next pod in turn"
+                                         " (tf-operator)" if self.tf_operator else
+                                         "pod by pod, oldest first") + ": filter the nodes with"
+                                " room, bind to the least-allocated; no gang (a job may half"
+                                " start)"}
         if state is None or not len(state.nodes):
             return view
         cap = np.where(state.capacity > 0, state.capacity, np.inf)
