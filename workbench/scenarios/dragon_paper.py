@@ -204,6 +204,9 @@ SCENARIO = Scenario(
         # project's speed check (on by default elsewhere) is off here.
         "dragon": ("dragon", {"check_speedup": False}),
         "kube-default": ("kube-default", {"tf_operator": True}),
+        # Not a claim's baseline: the same scheduler binding job by job (the project's default
+        # order), shown by `compare --scenario` because the claims depend on the pod order.
+        "kube-default-in-order": ("kube-default", {}),
     },
     nodes=nodes,
     jobs=jobs,
