@@ -104,8 +104,8 @@ def test_short_run_reproduces_the_direction_of_the_claims(runs):
 
 
 class _CheckedBackend(SimBackend):
-    """The real simulator, checking capacity after every change and counting the rounds that
-    left a job half-bound (HOLDING)."""
+    """The real simulator, checking capacity after every change and counting the batches of
+    actions that left a job half-bound (HOLDING)."""
 
     half_bound_rounds = 0
 
