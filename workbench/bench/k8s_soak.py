@@ -498,7 +498,9 @@ def run(args) -> int:
                      kills=args.kills, delete_node=args.delete_node,
                      second_replica=args.second_replica, seed=args.seed, timeout=args.timeout,
                      bin_dir=args.bin_dir)
-    say = (lambda m: None) if args.json else (lambda m: print(m, flush=True))
+    # progress (and each engine's line as it ends) on stderr with --json: a long soak of
+    # several engines otherwise says nothing until the last one ends
+    say = (lambda m: print(m, file=sys.stderr if args.json else sys.stdout, flush=True))
     result = soak(cfg, say=say)
     rows = [{k: r[k] for k in ("engine", "jobs", "complete", "rejected", "lost", "duplicated",
                                "stuck",
