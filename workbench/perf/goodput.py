@@ -43,12 +43,17 @@ import bisect
 import json
 import math
 from collections import namedtuple
+from contextlib import contextmanager
 from functools import lru_cache
 from importlib import resources
+from typing import Any
 
 import numpy as np
 
 N_CANDIDATES = 50  # artifact goodput.py optimize: np.geomspace(min, max) (numpy's default 50)
+# the artifact's optimiser (scipy's default with bounds); SLSQP is about twice as fast but lands
+# in other local optima on some profiles (bert, yolov3 on 2 replicas: +3 % run time alone)
+_METHOD = "L-BFGS-B"
 EPS = 1e-8  # artifact goodput.py: tolerance for floor/ceil
 
 # artifact goodput.py PerfParams: alpha_c, beta_c, alpha_n, beta_n, alpha_r, beta_r, gamma
@@ -122,7 +127,7 @@ class AppGoodput:
         self.init_batch, self.max_batch = sizes[0], sizes[-1]
         self.sqr = np.array([p["validation"][str(b)]["grad_sqr"][:self.epochs] for b in sizes])
         self.var = np.array([p["validation"][str(b)]["grad_var"][:self.epochs] for b in sizes])
-        self._tables: dict[tuple, tuple[np.ndarray, ...]] = {}
+        self._tables: dict[tuple, Any] = {}
         self._candidates: dict[tuple, Candidates] = {}
 
     def candidates(self, replicas: int, fixed_batch: int | None = None) -> Candidates:
@@ -179,14 +184,29 @@ class AppGoodput:
 
     def time_to_finish(self, counts: tuple[int, ...], progress: float,
                        fixed_batch: int | None = None) -> float:
-        """Seconds to the end of the last epoch from `progress` on `counts`, epoch by epoch."""
-        good = self.table(counts, fixed_batch)[0]
+        """Seconds to the end of the last epoch from `progress` on `counts`: along the agent's
+        trajectory there (`trajectory`), or epoch by epoch at a fixed batch."""
         e = self.epoch_of(progress)
         ends = self.epoch_ends
+        start = ends[e - 1] if e else 0.0
+        if fixed_batch is None:
+            times = self.trajectory(counts).times
+            t0 = times[e - 1] if e else 0.0
+            done = t0 + (times[e] - t0) * min(max(progress - start, 0.0) / (ends[e] - start), 1.0)
+            return float(times[-1] - done)
+        good = self.table(counts, fixed_batch)[0]
         seconds = max(ends[e] - progress, 0.0) / good[e]
         if e + 1 < self.epochs:
             seconds += float(np.sum(np.diff(ends[e:]) / good[e + 1:]))
         return seconds
+
+    def trajectory(self, counts: tuple[int, ...]) -> Trajectory:
+        """The agent's run alone on `counts` from the start (cached; see `Trajectory`)."""
+        key = ("trajectory", counts)
+        hit = self._tables.get(key)
+        if hit is None:
+            hit = self._tables[key] = Trajectory(self, counts)
+        return hit
 
 
 @lru_cache(maxsize=64)
@@ -267,6 +287,46 @@ def _objective(x: np.ndarray, nodes, replicas, atomic, log_compute, log_step
     return float(loss), grad
 
 
+@lru_cache(maxsize=1)
+def _blas_thread_controls() -> tuple:
+    """(get, set) of the thread count of scipy's bundled OpenBLAS, if this process has one
+    loaded (Linux wheels); empty otherwise."""
+    import ctypes
+
+    import scipy.optimize  # noqa: F401  (loads scipy's BLAS)
+
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "libscipy_openblas-" in line}
+    except OSError:
+        return ()
+    for path in sorted(paths):
+        try:
+            lib = ctypes.CDLL(path)
+            return lib.scipy_openblas_get_num_threads, lib.scipy_openblas_set_num_threads
+        except (OSError, AttributeError):
+            continue
+    return ()
+
+
+@contextmanager
+def _one_blas_thread():
+    """L-BFGS-B makes thousands of tiny BLAS calls per fit; on a busy machine OpenBLAS's thread
+    pool makes each cost ~1 ms (measured: 0.30 s a fit with the default threads, 0.017 s with
+    one). One thread for the fit, the earlier count restored after."""
+    controls = _blas_thread_controls()
+    if not controls:
+        yield
+        return
+    get, set_ = controls
+    before = get()
+    set_(1)
+    try:
+        yield
+    finally:
+        set_(before)
+
+
 @lru_cache(maxsize=20_000)
 def fit_params(points: tuple[tuple[int, int, int, float, float], ...]) -> PerfParams:
     """Fit the throughput model to `points` (nodes, replicas, atomic batch, step, sync), with
@@ -306,10 +366,9 @@ def fit_params(points: tuple[tuple[int, int, int, float, float], ...]) -> PerfPa
             loss, grad = _objective(x, *args)
             return loss, grad[free]
 
-        # SLSQP: the artifact's scipy default (L-BFGS-B) reaches the same optimum on the points
-        # checked (tests/test_pollux.py) but takes ~15x as long in scipy 1.17
-        res = minimize(f, np.array([x0[i] for i in free]), jac=True, method="SLSQP",
-                       bounds=[(lo[i], hi[i]) for i in free])
+        with _one_blas_thread():
+            res = minimize(f, np.array([x0[i] for i in free]), jac=True, method=_METHOD,
+                           bounds=[(lo[i], hi[i]) for i in free])
         x[free] = res.x
     if not np.any(nodes > 1):  # the prior: inter-node links are no faster than intra-node
         x[2], x[3] = max(x[2], x[4] * 1.1), max(x[3], x[5] * 1.1)
@@ -325,14 +384,78 @@ class GoodputModel:
         self.app, self.params, self.sqr, self.var = app, params, sqr, var
         self.fixed_batch = fixed_batch
 
+    def choose(self, nodes: int, replicas: int) -> tuple[int, int]:
+        """(atomic batch, accumulation steps) the agent runs on (nodes, replicas): the candidate
+        of best predicted goodput, its atomic batch capped as it runs (`update_local_bsz`)."""
+        c = self.app.candidates(replicas, self.fixed_batch)
+        i = int(np.argmax(self._goodputs(c, nodes, replicas)))
+        return int(c.atomic[i]), int(c.accum[i])
+
+    def _goodputs(self, c: Candidates, nodes: int, replicas: int) -> np.ndarray:
+        t = predict_step(self.params, nodes, replicas, c.chosen_atomic, c.accum)
+        good = gain(self.sqr, self.var, c.eval_batch / self.app.init_batch) / t
+        return np.where(c.valid, good, 0.0)
+
     def best(self, nodes: int, replicas: int) -> float:
         """The best predicted goodput (progress per second) on (nodes, replicas) over the batch
         candidates; 0 without replicas."""
         if replicas <= 0:
             return 0.0
         c = self.app.candidates(replicas, self.fixed_batch)
-        t = predict_step(self.params, nodes, replicas, c.chosen_atomic, c.accum)
-        scale = c.eval_batch / self.app.init_batch
-        good = gain(self.sqr, self.var, scale) / t
-        good = np.where(c.valid, good, 0.0)
-        return float(good.max())
+        return float(self._goodputs(c, nodes, replicas).max())
+
+
+class Trajectory:
+    """A job of `app` picking its own batch alone on `counts` from progress 0, as the
+    artifact's `Job.step` runs it in 60 s intervals after a 30 s restart: before its first fit
+    it runs max(init_batch, min_local · replicas); each step it adds its configuration to its
+    profile (a new one means a re-fit) and takes its batch statistics; an interval ends at the
+    interval's end or an epoch's end (rounded to whole seconds, as there); then it picks the
+    candidate of best goodput under its fitted model (`update_local_bsz`). Kept: the training
+    seconds at each epoch's end (`times`) and the configuration each epoch ended with
+    (`atomic`, `accum`). While nothing changes (same configuration, profile and epoch) whole
+    intervals are skipped at once."""
+
+    INTERVAL = 60.0  # simulator.py `--interval 60`
+    RESTART = 30.0  # simulator.py Job.reallocate: `rescale_time = 30`
+
+    def __init__(self, app: AppGoodput, counts: tuple[int, ...]) -> None:
+        n, r = len(counts), sum(counts)
+        first = app.candidates(r, max(app.init_batch, app.min_local * r))
+        atomic, accum = int(first.atomic[0]), int(first.accum[0])
+        points: dict[tuple[int, int, int], tuple[float, float]] = {}
+        ends = app.epoch_ends
+        self.times = np.zeros(app.epochs)
+        self.atomic = np.zeros(app.epochs, dtype=int)
+        self.accum = np.zeros(app.epochs, dtype=int)
+        t, progress, epoch, budget = 0.0, 0.0, 0, self.INTERVAL - self.RESTART
+        params = None
+        while epoch < app.epochs:
+            step, sync = app.perf.step_and_sync(app.name, counts, atomic)
+            batch = r * atomic * (accum + 1)
+            sqr, var = app.grad_stats(batch)
+            sqr, var = float(sqr[0, epoch]), float(var[0, epoch])
+            good = float(gain(sqr, var, batch / app.init_batch)) / (step + accum * (step - sync))
+            new_point = (n, r, atomic) not in points
+            if new_point:
+                points[(n, r, atomic)] = (step, sync)
+                params = fit_params(tuple(sorted((*k, *v) for k, v in points.items())))
+            if progress + good * budget < ends[epoch]:
+                progress += good * budget
+                t += budget
+                budget = 0.0
+            else:
+                delta = round((ends[epoch] - progress) / good)
+                self.times[epoch], self.atomic[epoch], self.accum[epoch] = t + delta, atomic, accum
+                t, progress, budget = t + delta, ends[epoch], budget - delta
+                epoch += 1
+            choice = GoodputModel(app, params, sqr, var).choose(n, r)
+            if budget <= 0:
+                budget = self.INTERVAL
+                if choice == (atomic, accum) and not new_point and epoch < app.epochs:
+                    # steady until this epoch ends: skip the whole intervals before it
+                    skip = math.floor((ends[epoch] - progress) / (good * self.INTERVAL))
+                    if skip > 1:
+                        progress += good * self.INTERVAL * (skip - 1)
+                        t += self.INTERVAL * (skip - 1)
+            atomic, accum = choice
