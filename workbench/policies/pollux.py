@@ -112,6 +112,7 @@ class PolluxPolicy(Policy):
         self.last_plan: dict[str, int] = {}
         self.last_speedup: dict[str, float] = {}
         self.ps_plan: dict[str, Placement] = {}  # this round's parameter servers per PS job
+        self.last_placements: dict[str, Placement] = {}  # the last round's plan
 
     def reset(self) -> None:
         self.agents.clear()
@@ -303,6 +304,7 @@ class PolluxPolicy(Policy):
                    for j, a in zip(jobs, agents)]
         chosen = self.choose(options, gpus)
         plan = self.place(state, jobs, options, chosen, gpn)
+        self.last_placements = plan
         self.last_plan = {j.name: sum(plan.get(j.name, {}).values()) for j in jobs}
         self.last_speedup = {
             j.name: self.speedup(a, len(placement_counts(plan.get(j.name, {}))),
