@@ -1,0 +1,88 @@
+"""SpeCon's setting (`specon-paper`): its CPU job mix, the best-single-job measure, contention
+on in both engines, one seeded run reproducing each claim's direction, and the simulator's
+invariants with contention and migrations on."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from test_sim_invariants import CheckedBackend
+
+from workbench.control import Controller
+from workbench.model import JobState
+from workbench.policies import make_policy
+from workbench.scenarios import get, run_scenario
+from workbench.scenarios import specon_paper as sp
+
+
+@pytest.fixture(scope="module")
+def runs():
+    scenario = get("specon-paper")
+    return {label: run_scenario(scenario, label, seed=0) for label in scenario.engines}
+
+
+def fake_run(times: dict[str, float]) -> SimpleNamespace:
+    """A fake run: only the finished jobs `best_job_gain` reads (arrival 0)."""
+    jobs = {n: SimpleNamespace(name=n, finish_time=t, spec=SimpleNamespace(arrival=0.0),
+                               state=JobState.COMPLETED) for n, t in times.items()}
+    return SimpleNamespace(backend=SimpleNamespace(jobs=jobs))
+
+
+def test_job_mix_is_seeded_cpu_containers_without_limits():
+    jobs = sp.jobs(0)
+    assert len(jobs) == sp.JOBS
+    assert all(j.worker_demand.gpu == 0 and j.cpu_burst == sp.BURST > 1 for j in jobs)
+    assert all(0 <= j.arrival <= sp.WINDOW_S for j in jobs)
+    assert {j.application for j in jobs} <= set(sp.APPLICATIONS)
+    assert [(j.name, j.arrival) for j in sp.jobs(0)] == [(j.name, j.arrival) for j in jobs]
+    assert [j.arrival for j in sp.jobs(1)] != [j.arrival for j in jobs]
+
+
+def test_best_job_gain_is_the_largest_reduction_of_one_job():
+    ours, theirs = fake_run({"a": 50.0, "b": 90.0, "c": 10.0}), fake_run({"a": 100.0, "b": 100.0})
+    assert sp.best_job_gain(ours, theirs) == pytest.approx(50.0)  # c: not in both runs
+    assert sp.best_job_gain(theirs, ours) == pytest.approx(-10.0 / 90.0 * 100.0)  # none gained
+
+
+def test_contention_is_on_and_slows_the_baselines_jobs(runs):
+    assert get("specon-paper").sim_options == {"contention": True}
+    base = runs["kube-default"]
+    assert base.backend.contention
+    # Alone on a node a job would run at its uncontended rate; here several ran slower.
+    slowed = [j for j in base.backend.jobs.values()
+              if j.finish_time - j.spec.arrival > 1.2 * j.spec.total_work
+              / base.backend.perf.iteration_rate(j.spec, {"cpu-00": 1}, {})]
+    assert len(slowed) >= len(base.backend.jobs) // 2
+
+
+def test_migrations_happen_and_are_what_won(runs):
+    view = runs["specon"].controller.policy.engine_view()
+    assert view["migrations"] > 0
+    assert runs["specon-no-migration"].controller.policy.engine_view()["migrations"] == 0
+    assert runs["specon"].metrics["avg_jct_h"] < runs["specon-no-migration"].metrics["avg_jct_h"]
+
+
+def test_short_run_reproduces_every_claims_direction(runs):
+    scenario = get("specon-paper")
+    for claim in scenario.claims:
+        gain = claim.gain(runs[scenario.claim_engine(claim)], runs[claim.baseline])
+        assert gain > 0, (claim.label, gain)
+
+
+@pytest.mark.parametrize("label", ["specon", "kube-default"])
+def test_invariants_hold_with_contention_and_migrations(label):
+    scenario = get("specon-paper")
+    engine, options = scenario.engines[label]
+    jobs = sp.jobs(2)
+    backend = CheckedBackend(sp.nodes(), jobs, contention=True)
+    Controller(backend, make_policy(engine, **options)).run(max_rounds=50_000)
+    assert backend.done()
+    assert sorted(backend.jobs) == sorted(j.name for j in jobs)  # none lost
+    assert len(backend.finished) == len({j.name for j in backend.finished}) == len(jobs)
+    for job in backend.jobs.values():
+        assert job.state in (JobState.COMPLETED, JobState.REJECTED), job
+        assert job.reason, f"{job.name} ended without a reason"
+        assert not job.workers and not job.ps
+    assert np.allclose(backend.allocated, 0.0, atol=1e-6)
