@@ -107,6 +107,9 @@ SCENARIO = Scenario(
         # Not in the paper: the same engine with migration off (whole-job least-allocated
         # placement only), so the gap to `specon` is what migrations won.
         "specon-no-migration": ("specon", {"migrate": False}),
+        # Not in the paper: the engine's `hold` option (a slow-growing job with nowhere cooler
+        # to go is paused until it can run without slowing others), a project extension.
+        "specon-hold": ("specon", {"hold": True}),
     },
     nodes=nodes,
     jobs=jobs,
