@@ -32,6 +32,8 @@ CPU burst, and the number of concurrent jobs.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..clusters import make_cluster
 from ..model import Resources
 from ..traces.deadlines import CPU_WORKER, qoe_workload
@@ -70,6 +72,35 @@ def satisfied(run) -> int:
     return sum(1 for j in run.backend.jobs.values()
                if j.state.value == "completed" and j.spec.deadline is not None
                and j.finish_time <= j.spec.deadline + 1e-9)
+
+
+
+def ablation(seeds: int = 3) -> list[dict]:
+    """How much of the gain is the guessed setting: the share satisfied under dqoes and
+    kube-default on the scenario, with contention off, and on a cluster twice as large (seeds
+    0..`seeds`-1, means; gain as the claim measures it)."""
+    from ..experiment import run_policy
+
+    variants = {"scenario": (NODES, True), "contention off": (NODES, False),
+                f"{2 * NODES} nodes": (2 * NODES, True)}
+    rows = []
+    for name, (count, contention) in variants.items():
+        cluster = make_cluster(count, 0, cpus=NODE_CPUS, mem=NODE_MEM, prefix="cpu")
+        hit = {"dqoes": [], "kube-default": []}
+        queue = []
+        for seed in range(seeds):
+            specs = jobs(seed)
+            for label in hit:
+                r = run_policy(cluster, specs, label, contention=contention)
+                hit[label].append(float(r.metrics["deadline_hit_rate"]))
+                if label == "kube-default":
+                    queue.append(float(r.metrics["avg_queue_h"]))
+        ours, theirs = np.array(hit["dqoes"]), np.array(hit["kube-default"])
+        rows.append({"variant": name, "dqoes_satisfied": ours.mean(),
+                     "kube_default_satisfied": theirs.mean(),
+                     "gain_%": float(np.mean((ours - theirs) / theirs * 100)),
+                     "kube_default_queue_h": float(np.mean(queue))})
+    return rows
 
 
 SCENARIO = Scenario(
