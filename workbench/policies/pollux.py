@@ -316,7 +316,7 @@ class PolluxPolicy(Policy):
               chosen: list[int], gpn: int) -> dict[str, Placement]:
         """Nodes for the chosen shapes: kept placements first, then multi-node shapes on whole
         free nodes, then one-node shapes on the tightest node that fits; a shape that does not
-        fit drops to the job's next smaller option."""
+        fit gives way to the job's cheapest smaller option that fits."""
         ledger = self.ledger(state)
         for job in jobs:
             if job.state.placed:
@@ -336,9 +336,17 @@ class PolluxPolicy(Policy):
         order.sort(key=lambda j: -options[j][chosen[j]][0])  # stable: priority order
         for j in order:
             job = jobs[j]
-            for t in range(chosen[j], 0, -1):
+            # the chosen shape, else the cheapest smaller one that fits (its placement as it
+            # was included, when those GPUs are still free)
+            for t in sorted(range(1, chosen[j] + 1), key=lambda t: (t != chosen[j],
+                                                                    options[j][t][1])):
                 r, _, keep = options[j][t]
-                if keep is not None or r <= 0:
+                if keep is not None:
+                    fits = ledger.fit_counts(job.spec.worker_demand)
+                    if all(fits[ledger.names.index(n)] >= c for n, c in keep.items()):
+                        ledger.take(keep, job.spec.worker_demand)
+                        plan[job.name] = keep
+                        break
                     continue
                 placed = _fit(ledger, job, r, gpn)
                 if placed is not None:
