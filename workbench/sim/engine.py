@@ -21,6 +21,7 @@ Modelling choices (documented defaults):
 from __future__ import annotations
 
 import copy
+import gc
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -306,13 +307,38 @@ class SimBackend:
         self._usage_time = self._now
 
     def fork(self) -> "SimBackend":
-        """An independent copy for what-if runs (shares the read-only perf model)."""
-        perf, self.perf = self.perf, None
+        """An independent copy for what-if runs. It shares what never changes: the perf
+        model, the nodes, the job specs (frozen), and what a finished job holds (its
+        history; each finished job is a shallow copy). A full deep copy of a Philly run at
+        mid-trace took 7 s, mostly finished jobs' histories and specs; this takes well under
+        a second (docs/sim-performance.md)."""
+        collecting = gc.isenabled()
+        gc.disable()  # ~150 k new objects would set off full collections of a large heap
         try:
-            twin = copy.deepcopy(self)
+            return self._fork()
         finally:
-            self.perf = perf
-        twin.perf = perf
+            if collecting:
+                gc.enable()
+
+    def _fork(self) -> "SimBackend":
+        twin = type(self).__new__(type(self))
+        memo: dict[int, object] = {id(self): twin, id(self.perf): self.perf}
+        memo.update((id(spec), spec) for spec in self._specs)
+        memo.update((id(node), node) for node in self.nodes)
+        # Flat containers of immutable values (floats, ints, tuples of them) are copied flat.
+        for flat in (self._version, self._checkpoint):
+            memo[id(flat)] = dict(flat)
+        for job in self.active.values():
+            memo[id(job.history)] = list(job.history)
+        for job in self.finished:
+            if isinstance(job, LiveJobStatus):
+                memo[id(job)] = job.settled_copy(twin)
+        for job in self.active.values():
+            copy.deepcopy(job, memo)
+        if all(id(job) in memo for job in self.jobs.values()):
+            memo[id(self.jobs)] = {name: memo[id(job)] for name, job in self.jobs.items()}
+            memo[id(self.finished)] = [memo[id(job)] for job in self.finished]
+        twin.__dict__.update(copy.deepcopy(self.__dict__, memo))
         return twin
 
     # ---- events -------------------------------------------------------------------------

@@ -72,6 +72,14 @@ class LiveJobStatus(JobStatus):
             self._service += dt * spec.worker_demand.gpu * self.target_workers
             self._since = now
 
+    def settled_copy(self, clock) -> LiveJobStatus:
+        """A shallow copy on `clock` (a fork) of this finished job: nothing of it changes
+        again, so the copy shares its history and placements rather than copying them."""
+        twin = object.__new__(type(self))
+        twin.__dict__.update(self.__dict__)
+        twin._clock = clock
+        return twin
+
     def start_accruing(self) -> None:
         self.catch_up()
         self._since = self._clock.now
