@@ -17,10 +17,13 @@ from workbench.scenarios import get, run_scenario
 from workbench.scenarios import specon_paper as sp
 
 
+SEED = 1  # a seed whose mix gives SpeCon a slow-growing job to move (seed 0's does not)
+
+
 @pytest.fixture(scope="module")
 def runs():
     scenario = get("specon-paper")
-    return {label: run_scenario(scenario, label, seed=0) for label in scenario.engines}
+    return {label: run_scenario(scenario, label, seed=SEED) for label in scenario.engines}
 
 
 def fake_run(times: dict[str, float]) -> SimpleNamespace:
@@ -30,14 +33,16 @@ def fake_run(times: dict[str, float]) -> SimpleNamespace:
     return SimpleNamespace(backend=SimpleNamespace(jobs=jobs))
 
 
-def test_job_mix_is_seeded_cpu_containers_without_limits():
+def test_job_mix_is_the_scripts_seven_besteffort_containers():
     jobs = sp.jobs(0)
-    assert len(jobs) == sp.JOBS
-    assert all(j.worker_demand.gpu == 0 and j.cpu_burst == sp.BURST > 1 for j in jobs)
-    assert all(0 <= j.arrival <= sp.WINDOW_S for j in jobs)
+    assert [j.arrival for j in jobs] == list(sp.ARRIVALS_S) == [25, 43, 50, 65, 86, 142, 192]
+    assert [j.name for j in jobs] == [f"job{i}" for i in range(1, 8)]
+    # a BestEffort pod: scored as 100 millicores, using the whole node when alone
+    assert all(j.worker_demand.gpu == 0 and j.worker_demand.cpu == 0.1 for j in jobs)
+    assert all(j.worker_demand.cpu * j.cpu_burst == sp.NODE_CPUS for j in jobs)
     assert {j.application for j in jobs} <= set(sp.APPLICATIONS)
-    assert [(j.name, j.arrival) for j in sp.jobs(0)] == [(j.name, j.arrival) for j in jobs]
-    assert [j.arrival for j in sp.jobs(1)] != [j.arrival for j in jobs]
+    assert [j.application for j in sp.jobs(0)] == [j.application for j in jobs]  # seeded
+    assert len(sp.nodes()) == 3
 
 
 def test_best_job_gain_is_the_largest_reduction_of_one_job():
@@ -88,10 +93,10 @@ def test_invariants_hold_with_contention_and_migrations(label):
     assert np.allclose(backend.allocated, 0.0, atol=1e-6)
 
 
-def test_without_oversubscription_specon_has_nothing_to_move():
-    # 16 containers wanting 2 cores each on 32 cores: no node is hot, so no migration and
-    # no gain; the scenario's gains come from contention.
-    rows = {r["engine"]: r for r in sp.ablation(seeds=1, bursts=(2.0,))}
-    assert rows["specon"]["migrations_per_run"] == 0
-    assert all(rows["specon"][c.label] == pytest.approx(0.0)
-               for c in get("specon-paper").claims)
+def test_without_a_move_specon_places_as_the_default_scheduler():
+    # Seed 0: no node ever holds a lone job a slow-growing one could move to, so SpeCon makes
+    # no migration and its whole-job least-allocated start is kube-default's placement.
+    scenario = get("specon-paper")
+    ours, theirs = (run_scenario(scenario, label, seed=0) for label in ("specon", "kube-default"))
+    assert ours.controller.policy.engine_view()["migrations"] == 0
+    assert sp.job_times(ours) == pytest.approx(sp.job_times(theirs))

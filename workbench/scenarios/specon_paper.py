@@ -24,12 +24,26 @@ want more cores than it has, cores are shared by request and a job runs at the p
 most squeezed node. This is the default scheduler's behaviour the abstract describes
 (containers sharing "physical resources, e.g., CPU"), and it applies to both engines alike.
 SpeCon's growth rule (α = 0.1 over 10 epochs, the engine's defaults, policies/specon.py) and
-its migration cost (one checkpoint-restart, the simulator's 30 s) are the engine's own.
+its migration cost (one checkpoint-restart, the simulator's 30 s) are the engine's own; where
+it may move a job (only to nodes the job oversubscribes nothing on) is the engine's reading,
+not stated in our sources.
 
-Guessed, since the paper's evaluation section is not in our sources (each marked GUESS below):
-the cluster, the models, the number of jobs and their arrivals, the containers' CPU requests
-and how far they burst. Training runs to the profile's full epoch count, so every job has a
-flat tail (the paper's "slow-growing" phase) while it still holds cores.
+The experiment's public scripts (fishercht1995/Speculative-Migration: the migration
+controller run with SpeCon's α and interval; its images are `fuyuqi1995/mig-*`, Yuqi Fu being
+the paper's second author) give the testbed's shape: `system/system.yaml` runs the controller
+on node-0 and one worker agent on each of node-1, node-2 and node-3 (3 worker nodes, CloudLab
+Utah) with the arguments "0.1" and "10" (α and the interval, the engine's defaults); `test.py`
+submits job1..job7 at 25, 43, 50, 65, 86, 142 and 192 s. The same group's scheduler repository
+(fishercht1995/progress-based-k8s-scheduler, `notes.md`) shows such a job's pod: one container
+(`fuyuqi1995/mig-lenet`, LeNet trained for 150 epochs) with no resource requests or limits, a
+BestEffort pod, which kube-scheduler scores as if it asked for 100 millicores
+(`DefaultMilliCPURequest`, used for pods without requests) and which TensorFlow runs with
+thread pools as wide as the machine (its default: as many threads as cores), so pods sharing a
+node share all its cores equally.
+
+Guessed (each marked GUESS below): the nodes' cores and memory, and the models (LeNet on MNIST
+is not among the project's profiles: a seeded mix of cifar10 and deepspeech2 stands in, each
+trained for its profile's full run, whose flat tail is the paper's "slow-growing" phase).
 """
 
 from __future__ import annotations
@@ -42,44 +56,45 @@ from .base import Claim, Scenario
 
 PAPER = ("Mao, Fu, Zheng, Cheng, Liu, Tao: Speculative Container Scheduling for Deep Learning"
          " Applications in a Kubernetes Cluster, arXiv 2010.11307 / IEEE Systems Journal 2021"
-         " (abstract)")
+         " (abstract; experiment scripts fishercht1995/Speculative-Migration)")
 
-# GUESS: a small CPU cluster of 4 worker nodes with 8 cores and 64 GiB each (no GPUs: the
-# abstract speaks of CPU and memory only).
-NODES, NODE_CPUS, NODE_MEM = 4, 8, 64
-# GUESS: 16 training containers, one per job (no distributed training), arriving uniformly at
-# random over the first 30 minutes.
-JOBS, WINDOW_S = 16, 1800.0
-# GUESS: the models: of the project's measured profiles (perf/data), the two whose training
-# spans many epochs (cifar10 100 epochs, deepspeech2 80: `PerfModel.max_epochs`), so a job
-# outlives SpeCon's first two 10-epoch intervals and has a slow-growing tail; each trains its
+# Speculative-Migration system/system.yaml: worker agents on node-1, node-2, node-3.
+NODES = 3
+# GUESS: 8 cores and 64 GiB per node (CloudLab Utah's node types are not named in the scripts).
+NODE_CPUS, NODE_MEM = 8, 64
+# Speculative-Migration test.py: `time_list = [25, 43, 50, 65, 86, 142, 192]`, job1..job7.
+ARRIVALS_S = (25.0, 43.0, 50.0, 65.0, 86.0, 142.0, 192.0)
+# GUESS: the models. LeNet/MNIST (progress-based-k8s-scheduler notes.md) is not profiled; of
+# the project's profiles (perf/data) the two whose runs span many epochs (cifar10 100, deepspeech2
+# 80: `PerfModel.max_epochs`) stand in, drawn per job from the seed, each trained for its
 # profile's full run at its smallest measured batch size.
 APPLICATIONS = ("cifar10", "deepspeech2")
-# GUESS: each container requests 1 core (what the default scheduler counts) and, with no CPU
-# limit, uses up to 4 (TensorFlow's thread pools take what they find).
-CONTAINER = Resources(cpu=1, mem=4, gpu=0)
-BURST = 4.0
+# A BestEffort pod (no requests, notes.md's pod spec): kube-scheduler scores it as 100
+# millicores and 200 MB (`DefaultMilliCPURequest`, `DefaultMemoryRequest`); TensorFlow's default
+# thread pools use every core of the node, so it would use all NODE_CPUS cores alone.
+CONTAINER = Resources(cpu=0.1, mem=0.2, gpu=0)
+BURST = NODE_CPUS / CONTAINER.cpu
 
 
 def nodes() -> list:
     return make_cluster(NODES, 0, cpus=NODE_CPUS, mem=NODE_MEM, prefix="cpu")
 
 
-def jobs(seed: int) -> list[JobSpec]:
-    """The seeded job mix: `JOBS` single-container jobs, models drawn uniformly from
-    `APPLICATIONS`, arrivals uniform over `WINDOW_S`, in arrival order."""
+def jobs(seed: int, arrivals: tuple[float, ...] = ARRIVALS_S) -> list[JobSpec]:
+    """job1..jobN at `arrivals` (the experiment script's seven by default), each one
+    BestEffort training container, its model drawn from `APPLICATIONS` by the seed."""
     from ..perf import default_perf
 
     perf = default_perf()
     rng = np.random.default_rng(seed)
     out = []
-    for i in range(JOBS):
+    for i, arrival in enumerate(arrivals):
         app = APPLICATIONS[int(rng.integers(len(APPLICATIONS)))]
         batch = perf.measured_batch_sizes(app)[0]
-        out.append(JobSpec(f"specon-{i:02d}", app, float(rng.uniform(0.0, WINDOW_S)),
+        out.append(JobSpec(f"job{i + 1}", app, float(arrival),
                            float(perf.total_iterations(app, batch)), batch,
                            worker_demand=CONTAINER, cpu_burst=BURST))
-    return sorted(out, key=lambda j: (j.arrival, j.name))
+    return out
 
 
 def job_times(run) -> dict[str, float]:
@@ -97,20 +112,45 @@ def best_job_gain(ours, theirs) -> float:
 
 
 
-def ablation(seeds: int = 10, bursts: tuple[float, ...] = (2.0, BURST, 8.0)) -> list[dict]:
-    """Where the gains come from: for each container burst in `bursts` (the scenario's is
-    `BURST`), `specon` and `specon-hold` against kube-default on seeds 0..`seeds`-1, with the
-    claims' mean gains in % and SpeCon's migrations per run."""
+def _one_model(seed: int) -> list[JobSpec]:
+    """The scenario's arrivals, every job cifar10 (one model for all, as the script's LeNet)."""
+    return [j.with_(application="cifar10", batch_size=c.batch_size, total_work=c.total_work)
+            for j, c in zip(jobs(seed), jobs_of("cifar10"))]
+
+
+def jobs_of(app: str) -> list[JobSpec]:
+    """One job of `app` per arrival of the scenario (seed-free)."""
+    from ..perf import default_perf
+
+    perf = default_perf()
+    batch = perf.measured_batch_sizes(app)[0]
+    return [JobSpec(f"job{i + 1}", app, a, float(perf.total_iterations(app, batch)), batch,
+                    worker_demand=CONTAINER, cpu_burst=BURST) for i, a in enumerate(ARRIVALS_S)]
+
+
+# Variants of the job list for `ablation`: the scenario's, one model only, and test.py's
+# commented-out alternative schedule (20 jobs, one every 30 s).
+VARIANTS = {
+    "scenario (7 jobs, mixed models)": jobs,
+    "7 jobs, cifar10 only": _one_model,
+    "20 jobs every 30 s, mixed": lambda seed: jobs(seed, tuple(30.0 * i for i in range(20))),
+}
+
+
+def ablation(seeds: int = 10) -> list[dict]:
+    """Where the gains come from: for each job list of `VARIANTS`, `specon` and `specon-hold`
+    against kube-default on seeds 0..`seeds`-1: the claims' mean gains in %, the seeds on which
+    each pointed the paper's way, and SpeCon's migrations per run."""
     from ..experiment import run_policy
 
     engines = {label: SCENARIO.engines[label] for label in ("kube-default", "specon",
                                                              "specon-hold")}
     rows = []
-    for burst in bursts:
+    for variant, make_jobs in VARIANTS.items():
         gains: dict[tuple[str, str], list[float]] = {}
         moves = []
         for seed in range(seeds):
-            specs = [j.with_(cpu_burst=burst) for j in jobs(seed)]
+            specs = make_jobs(seed)
             runs = {label: run_policy(nodes(), specs, engine, policy_options=dict(options),
                                       **SCENARIO.sim_options)
                     for label, (engine, options) in engines.items()}
@@ -120,13 +160,15 @@ def ablation(seeds: int = 10, bursts: tuple[float, ...] = (2.0, BURST, 8.0)) -> 
                     gains.setdefault((label, claim.label), []).append(
                         claim.gain(runs[label], runs["kube-default"]))
         for label in ("specon", "specon-hold"):
-            row = {"burst": burst, "engine": label,
-                   **{c.label: float(np.mean(gains[(label, c.label)])) for c in SCENARIO.claims}}
+            row = {"variant": variant, "engine": label}
+            for c in SCENARIO.claims:
+                values = np.array(gains[(label, c.label)])
+                row[c.label] = float(values.mean())
+                row[c.label + " (seeds right way)"] = int((values > 0).sum())
             if label == "specon":
                 row["migrations_per_run"] = float(np.mean(moves))
             rows.append(row)
     return rows
-
 
 SCENARIO = Scenario(
     name="specon-paper",
@@ -157,8 +199,8 @@ SCENARIO = Scenario(
     ),
     sim_options={"contention": True},
     seeds=3,
-    notes=("Only the abstract is in our sources: the cluster (4 nodes x 8 cores), the jobs"
-           " (16 single-container cifar10/deepspeech2 trainings from the project's profiles,"
-           " arriving over 30 min), the 1-core requests and the 4x burst of containers without"
-           " CPU limits are guesses. Contention applies to both engines."),
+    notes=("Claims from the abstract; 3 worker nodes, the 7 arrivals, α/interval and BestEffort"
+           " pods from the experiment's scripts (fishercht1995/Speculative-Migration). Guesses:"
+           " 8 cores per node, and a seeded cifar10/deepspeech2 mix standing in for LeNet."
+           " Contention applies to both engines."),
 )
