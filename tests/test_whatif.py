@@ -311,3 +311,71 @@ def test_a_notebook_console_resends_its_status_lines():
     engine_model.text = engine_model.text.replace("fifo", "tiresias")
     wb.console._resend_status(force=True)
     assert "Engine now: fifo" in engine_model.text
+
+
+# ---- #18 item 2: previews and what-ifs on the shared process pool ------------------------
+
+
+def wait_for_file(path: str) -> bool:
+    """Holds a pool's worker until `path` exists (at most a minute)."""
+    import os
+    import time
+
+    end = time.monotonic() + 60
+    while not os.path.exists(path) and time.monotonic() < end:
+        time.sleep(0.02)
+    return os.path.exists(path)
+
+
+def without_wall_times(table):
+    return table.drop(columns=["wall_s"], errors="ignore")
+
+
+def test_a_what_if_and_a_preview_on_the_pool_equal_the_serial_ones():
+    store = WorkbenchState.from_workload("default", "small", "tiresias")
+    store.advance(3 * 3600)
+    now, rounds = store.now, store.controller.rounds
+    store.parallel_forks = False
+    assert store.executor() is None
+    serial = store.what_if(["fifo", "tiresias", "dragon"])
+    serial_preview = store.preview_switch("drf", 2 * 3600)
+    store.parallel_forks = True
+    pooled = store.what_if(["fifo", "tiresias", "dragon"])
+    pooled_preview = store.preview_switch("drf", 2 * 3600)
+    assert store.executor() is store.executor()  # one pool for the process
+    assert without_wall_times(pooled.table).equals(without_wall_times(serial.table))
+    assert all((pooled.jct_h[k] == serial.jct_h[k]).all() for k in serial.jct_h)
+    for part in ("table", "changes", "decisions"):
+        assert getattr(pooled_preview, part).equals(getattr(serial_preview, part)), part
+    assert not pooled_preview.table.empty and serial.table.completed.sum() > 0
+    assert (store.now, store.controller.rounds) == (now, rounds)
+
+
+def test_the_store_answers_while_a_what_if_waits_on_the_pool(tmp_path, monkeypatch):
+    """The what-if's thread only waits on the pool's workers: the store goes on stepping and
+    refreshing meanwhile. Its one worker is held busy until the store has answered, so the
+    what-if is certainly still running then (no timing involved)."""
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    store = WorkbenchState.from_workload("default", "small", "fifo")
+    store.advance(3600)
+    store.parallel_forks = False
+    expected = store.prepare_what_if(["fifo", "tiresias"])()
+    release = tmp_path / "release"
+    with ProcessPoolExecutor(1) as pool:
+        holder = pool.submit(wait_for_file, str(release))
+        monkeypatch.setattr(store, "executor", lambda: pool)
+        job = store.prepare_what_if(["fifo", "tiresias"])
+        out = {}
+        runner = threading.Thread(target=lambda: out.setdefault("result", job()))
+        runner.start()
+        before = store.controller.rounds
+        for _ in range(3):
+            store.step()
+        store.refresh()
+        assert store.controller.rounds > before and runner.is_alive() and not holder.done()
+        release.touch()
+        runner.join(timeout=300)
+        assert holder.result() is True
+    assert without_wall_times(out["result"].table).equals(without_wall_times(expected.table))

@@ -11,6 +11,11 @@ what-ifs then work on it alike, their results saying when the snapshot was taken
 - `prepare_what_if`: every engine from here to the end, measured as `workbench simulate`
   measures a run (`metrics.run_metrics`).
 
+Both take an optional `executor` (the app's shared process pool, `sweeps.executors.shared_pool`):
+the fork is pickled once and each engine runs on its own unpickled copy in a worker, which
+sends back only its measures (a row, JCTs, the jobs' outcomes), never the run itself. The
+results equal a serial run's but for wall times (`tests/test_whatif.py`).
+
 The `prepare_*` functions fork at once, on the caller's thread while the live run stands
 still, and return a function that runs on the fork and touches nothing live: it may run in
 a worker thread while the live run goes on. Figures come from `metrics`, as for any run.
@@ -21,7 +26,9 @@ from __future__ import annotations
 import copy
 import copyreg
 import dataclasses
+import gc
 import math
+import pickle
 import threading
 import time
 from collections import Counter
@@ -46,6 +53,47 @@ WHAT_IF_COLUMNS = ("completed", "rejected", "unfinished", "avg_jct_h", "median_j
                    "gpu_alloc_util", "restarts")
 T = TypeVar("T")
 RUN_SLICE = 50  # rounds between two looks at the wall clock of a budgeted run
+
+
+def fork_blob(base: Forkable) -> bytes:
+    """`base` pickled, to be sent once to every worker of an executor (`own_copy`)."""
+    pickle_dict_views()
+    return pickle.dumps(base, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def own_copy(base: Forkable | bytes) -> Forkable:
+    """A copy of `base` to run on: a fork of it, or unpickled from `fork_blob`'s bytes."""
+    if not isinstance(base, bytes):
+        return base.fork()
+    collecting = gc.isenabled()
+    gc.disable()  # hundreds of thousands of new objects: no collections meanwhile
+    try:
+        return pickle.loads(base)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def on_executor(executor: Executor | None, task: Callable[..., T], base: Forkable,
+                args: Sequence[tuple]) -> list[T]:
+    """`task(base, *a)` for each `a` of `args`, in order: one after another here (None), or
+    side by side on `executor` with `base` pickled once."""
+    if executor is None or not picklable(args):
+        return [task(base, *a) for a in args]
+    blob = fork_blob(base)
+    futures = [executor.submit(task, blob, *a) for a in args]
+    return [future.result() for future in futures]
+
+
+def picklable(value: Any) -> bool:
+    """`value` can be sent to a worker process (an engine from a plugin may hold something
+    that cannot: its forks then run here, one after another)."""
+    pickle_dict_views()
+    try:
+        pickle.dumps(value)
+    except Exception:  # noqa: BLE001 - pickling raises many kinds (TypeError, AttributeError...)
+        return False
+    return True
 
 
 def look_ahead_base(backend: Any, engine: str = "") -> tuple[Forkable, float | None]:
@@ -213,10 +261,11 @@ class SwitchPreview:
         return now > self.start
 
 
-def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: float
-                    ) -> Callable[[], SwitchPreview]:
-    """Fork `backend` now (a live cluster: its snapshot, see `look_ahead_base`); return a function running `current` (a copy, keeping its learning
-    state) and `candidate` side by side on the fork for `horizon` seconds."""
+def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: float,
+                    executor: Executor | None = None) -> Callable[[], SwitchPreview]:
+    """Fork `backend` now (a live cluster: its snapshot, see `look_ahead_base`); return a
+    function running `current` (a copy, keeping its learning state) and `candidate` side by
+    side on the fork for `horizon` seconds (on `executor` when given)."""
     if candidate.name == current.name:
         raise ValueError(f"{candidate.name} is already the engine scheduling now")
     try:
@@ -230,14 +279,34 @@ def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: f
 
     def run() -> SwitchPreview:
         t0 = time.perf_counter()
-        runs = run_forks(base, {cur: keep, new: candidate}, until=start + horizon)
-        table = pd.DataFrame([horizon_row(r, start, base_usage) for r in runs])
-        outcomes = {r.label: dict(r.controller.backend.jobs) for r in runs}
-        changes = job_changes(outcomes[cur], outcomes[new], cur, new, start)
-        return SwitchPreview(cur, new, start, horizon, table, changes, first_decisions(runs),
-                             time.perf_counter() - t0, taken)
+        (row_a, jobs_a, acts_a), (row_b, jobs_b, acts_b) = on_executor(
+            executor, preview_side, base,
+            [(cur, keep, start, horizon, base_usage), (new, candidate, start, horizon, base_usage)])
+        changes = job_changes(jobs_a, jobs_b, cur, new, start)
+        decisions = pd.DataFrame(acts_a + acts_b, columns=DECISION_COLUMNS)
+        return SwitchPreview(cur, new, start, horizon, pd.DataFrame([row_a, row_b]), changes,
+                             decisions, time.perf_counter() - t0, taken)
 
     return run
+
+
+def preview_side(base: Forkable | bytes, label: str, engine: Policy, start: float,
+                 horizon: float, base_usage: Any
+                 ) -> tuple[dict[str, Any], dict[str, JobStatus], list[dict[str, Any]]]:
+    """One side of a preview, run on its own copy of `base` (see `own_copy`): its
+    `horizon_row`, the outcomes of the jobs not finished at `start` (plain statuses, small to
+    send back), and its first decisions."""
+    run = run_fork(label, Controller(own_copy(base), engine), start + horizon, None)
+    jobs = {name: settled(j) for name, j in run.controller.backend.jobs.items()
+            if not (j.state.finished and (j.finish_time or 0) <= start)}
+    return horizon_row(run, start, base_usage), jobs, decision_rows(run)
+
+
+def settled(job: JobStatus) -> JobStatus:
+    """What `job_changes` reads of `job`, as a plain `JobStatus` (a simulated job's status
+    refers to its whole simulator)."""
+    return JobStatus(spec=job.spec, state=job.state, progress=job.progress,
+                     finish_time=job.finish_time)
 
 
 def horizon_row(run: ForkRun, start: float, base_usage: Any) -> dict[str, Any]:
@@ -274,14 +343,20 @@ def _missed_since(jobs: Iterable[JobStatus], start: float, now: float) -> int:
                and not (j.state is JobState.COMPLETED and j.finish_time <= j.spec.deadline))
 
 
+DECISION_COLUMNS = ["policy", "time_h", "action", "job", "reason"]
+
+
 def first_decisions(runs: Sequence[ForkRun], per_run: int = 12) -> pd.DataFrame:
     """The first decisions (not waits) each run took."""
-    rows = []
-    for r in runs:
-        acts = [d for d in r.controller.recorder.decisions if d.action != "Wait"][:per_run]
-        rows += [{"policy": r.label, "time_h": d.time / 3600, "action": d.action, "job": d.job,
-                  "reason": d.reason} for d in acts]
-    return pd.DataFrame(rows, columns=["policy", "time_h", "action", "job", "reason"])
+    return pd.DataFrame([row for r in runs for row in decision_rows(r, per_run)],
+                        columns=DECISION_COLUMNS)
+
+
+def decision_rows(run: ForkRun, per_run: int = 12) -> list[dict[str, Any]]:
+    """The first `per_run` decisions (not waits) of `run`, as rows of `first_decisions`."""
+    acts = [d for d in run.controller.recorder.decisions if d.action != "Wait"][:per_run]
+    return [{"policy": run.label, "time_h": d.time / 3600, "action": d.action, "job": d.job,
+             "reason": d.reason} for d in acts]
 
 
 def job_changes(a: dict[str, JobStatus], b: dict[str, JobStatus], name_a: str, name_b: str,
@@ -375,9 +450,12 @@ class WhatIfResult:
 
 
 def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
-                    budget_s: float) -> Callable[[], WhatIfResult]:
-    """Fork `backend` now (a live cluster: its snapshot, see `look_ahead_base`); return a function running each engine of `names` on its own copy of
-    the fork to `until` (None: the end), each for at most `budget_s` seconds of wall time."""
+                    budget_s: float, executor: Executor | None = None
+                    ) -> Callable[[], WhatIfResult]:
+    """Fork `backend` now (a live cluster: its snapshot, see `look_ahead_base`); return a
+    function running each engine of `names` on its own copy of the fork to `until` (None: the
+    end), each for at most `budget_s` seconds of wall time; on `executor` side by side when
+    given, else one after another (each copy dropped once measured)."""
     for name in names:
         check_engine(name)
     base, taken = look_ahead_base(backend)
@@ -386,20 +464,29 @@ def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
     def run() -> WhatIfResult:
         t0 = time.perf_counter()
         rows, jct = [], {}
-        for name in names:  # one at a time: each fork is dropped once measured
-            r = run_forks(base, {name: name}, until, budget_s)[0]
-            twin = r.controller
-            m = run_metrics(twin.backend)
-            rows.append({"policy": name, **{k: m[k] for k in WHAT_IF_COLUMNS},
-                         "stalled": len(twin.stalled), "ran_to_h": twin.backend.now / 3600,
-                         "note": (("" if r.complete else f"stopped after {budget_s:g} s of"
-                                   " wall time") + snapshot_note(taken)).strip(),
-                         "wall_s": r.seconds})
-            jct[name] = completed_jct_h(twin.backend.jobs.values())
+        sides = on_executor(executor, what_if_side, base,
+                            [(name, until, budget_s) for name in names])
+        for name, (row, times) in zip(names, sides):
+            rows.append({**row, "note": (row["note"] + snapshot_note(taken)).strip()})
+            jct[name] = times
         return WhatIfResult(start, until, pd.DataFrame(rows), jct, time.perf_counter() - t0,
                             taken)
 
     return run
+
+
+def what_if_side(base: Forkable | bytes, name: str, until: float | None, budget_s: float
+                 ) -> tuple[dict[str, Any], np.ndarray]:
+    """Engine `name` on its own copy of `base` (see `own_copy`): its what-if row and the
+    JCTs (h) of the jobs it completed."""
+    r = run_fork(name, Controller(own_copy(base), make_policy(name)), until, budget_s)
+    twin = r.controller
+    m = run_metrics(twin.backend)
+    row = {"policy": name, **{k: m[k] for k in WHAT_IF_COLUMNS},
+           "stalled": len(twin.stalled), "ran_to_h": twin.backend.now / 3600,
+           "note": "" if r.complete else f"stopped after {budget_s:g} s of wall time",
+           "wall_s": r.seconds}
+    return row, completed_jct_h(twin.backend.jobs.values())
 
 
 def completed_jct_h(jobs: Iterable[JobStatus]) -> np.ndarray:

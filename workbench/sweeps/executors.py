@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import sys
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -74,6 +75,29 @@ def pool_rows(configs: Sequence[RunConfig], workers: int | None = None) -> Itera
                     pending = []
         finally:
             _stop(pool, wait=finished)
+
+
+_shared: ProcessPoolExecutor | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_pool(workers: int | None = None) -> ProcessPoolExecutor:
+    """The process's one long-lived pool (all cores by default) for interactive work: the
+    app's switch previews and what-ifs (`whatif.on_executor`). Made on first use and made
+    anew when a worker died (a broken pool refuses new work). Its workers are forked from
+    this process, as `pool_rows`'s are, so they start with `workbench` imported and need no
+    `if __name__ == "__main__"` guard in a user's script (a fork server or spawn would)."""
+    global _shared
+    with _shared_lock:
+        if _shared is None or _broken(_shared):
+            _shared = ProcessPoolExecutor(workers or os.cpu_count() or 1,
+                                          initializer=_ignore_sigint)
+        return _shared
+
+
+def _broken(pool: ProcessPoolExecutor) -> bool:
+    # Set (to a message) by the pool once a worker died; asking by a task would wait in line.
+    return bool(getattr(pool, "_broken", False) or getattr(pool, "_shutdown_thread", False))
 
 
 def _succeeded(future: Future) -> bool:

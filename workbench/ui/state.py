@@ -32,6 +32,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from typing import Any
 
 import pandas as pd
@@ -45,6 +46,7 @@ from ..policies import available, check_engine, make_policy
 from ..session import load_jobs, load_nodes, simulate
 from ..sim import SimBackend
 from ..sim.snapshot import Snapshot
+from ..sweeps.executors import shared_pool
 from ..whatif import SwitchPreview, WhatIfResult
 from .busy import BackgroundWork
 from .connection import ObservedBackend, connect_backend
@@ -74,6 +76,8 @@ class WorkbenchState(RunControls):
                                    doc="how far ahead a switch preview looks (s)")
     what_if_budget_s = param.Number(default=60.0, bounds=(0.1, None),
                                     doc="wall-clock seconds each engine may run in a what-if")
+    parallel_forks = param.Boolean(default=True, doc="previews and what-ifs run their forks"
+                                   " side by side on the shared process pool")
     max_job_rows = param.Integer(default=500, doc="finished jobs beyond this many are not listed")
 
     now = param.Number(default=0.0, doc="backend clock, seconds")
@@ -273,7 +277,13 @@ class WorkbenchState(RunControls):
         return self.background.track(
             f"forecasting a switch to {name}",
             whatif.prepare_preview(backend, self.controller.policy, make_policy(name),
-                                   float(horizon or self.preview_horizon)))
+                                   float(horizon or self.preview_horizon), self.executor()))
+
+    def executor(self) -> Executor | None:
+        """Where previews and what-ifs run their forks: the process's shared pool
+        (`sweeps.executors.shared_pool`, one worker per core), or None (one after another on
+        the calling thread) when `parallel_forks` is off."""
+        return shared_pool() if self.parallel_forks else None
 
     def snapshot(self) -> Snapshot:
         """The run's present as a `Snapshot` (save it, or replay it with `workbench simulate
@@ -296,7 +306,8 @@ class WorkbenchState(RunControls):
         budget = float(self.what_if_budget_s if budget_s is None else budget_s)
         names = list(policies or available())
         return self.background.track(f"what-if of {len(names)} engine{'s' * (len(names) > 1)}",
-                                     whatif.prepare_what_if(backend, names, until, budget))
+                                     whatif.prepare_what_if(backend, names, until, budget,
+                                                            self.executor()))
 
     # ---- derived data -----------------------------------------------------------------------
 
