@@ -100,3 +100,42 @@ def test_without_a_move_specon_places_as_the_default_scheduler():
     ours, theirs = (run_scenario(scenario, label, seed=0) for label in ("specon", "kube-default"))
     assert ours.controller.policy.engine_view()["migrations"] == 0
     assert sp.job_times(ours) == pytest.approx(sp.job_times(theirs))
+
+
+def _crowded(others_on_second_node: int):
+    """`slow` (flat curve) and two fast jobs share cpu-00; cpu-01 runs `others_on_second_node`
+    jobs; every job a BestEffort container wanting the whole 8-core node."""
+    from workbench.clusters import make_cluster
+    from workbench.model import JobSpec, Place
+    from workbench.sim import SimBackend
+
+    def job(name: str) -> JobSpec:
+        return JobSpec(name, "cifar10", 0.0, 1e7, 128, worker_demand=sp.CONTAINER,
+                       cpu_burst=sp.BURST)
+
+    names = ["slow", "fast1", "fast2"] + [f"other{i}" for i in range(others_on_second_node)]
+    backend = SimBackend(make_cluster(2, 0, cpus=8, mem=64, prefix="cpu"),
+                         [job(n) for n in names], contention=True)
+    backend.advance(0.0)
+    backend.apply([Place(n, "t", {"cpu-00" if i < 3 else "cpu-01": 1})
+                   for i, n in enumerate(names)])
+    backend.advance(600.0)
+    state = backend.observe()
+    per_epoch = make_policy("specon").perf.epoch_iterations("cifar10", 128)
+    state.jobs["slow"].history = [(float(e), e * per_epoch, 0.9 + 1e-4 * e) for e in range(40)]
+    return state
+
+
+@pytest.mark.parametrize("others, moves_to", [(1, "cpu-01"), (2, None)])
+def test_lighter_destination_moves_a_slow_job_to_a_less_crowded_busy_node(others, moves_to):
+    from workbench.model import Migrate
+
+    lighter = make_policy("specon", destination="lighter")
+    moves = [a for a in lighter.schedule(_crowded(others)) if isinstance(a, Migrate)]
+    # 3 whole-node jobs on cpu-00: moving `slow` leaves 2 on each node when cpu-01 has 1 job;
+    # with 2 there it would make 3, no lighter than staying.
+    assert [(m.job, next(iter(m.workers))) for m in moves] == (
+        [("slow", moves_to)] if moves_to else [])
+    # The default rule moves only to a node it oversubscribes nothing on: none here.
+    cool = make_policy("specon")
+    assert not [a for a in cool.schedule(_crowded(others)) if isinstance(a, Migrate)]

@@ -21,6 +21,11 @@ it moves the job off a node where it competes with fast-growing jobs, so they ge
   predicted speed there is at least `min_speed_kept` of what it gets now, it has more than
   `min_remaining` seconds left, and it was not moved in the last `cooldown` seconds. The move
   costs the backend's checkpoint-restart delay. At most `max_migrations` a round.
+  `destination="lighter"` relaxes "oversubscribes nothing": a one-node job without parameter
+  servers may go to the node that would be least oversubscribed after the move, if that is
+  less than where it runs. The paper's deployment log (fishercht1995/SpeCon,
+  `SpeCon/Evaluation/distribution.csv`) records migrations into nodes already running other
+  jobs; the exact rule is not public, so this is our reading of it.
 
 The engine reads CPU use as the simulator models it (request × `JobSpec.cpu_burst`); on a real
 cluster the same figure comes from the pods' measured usage.
@@ -86,7 +91,9 @@ class SpeConPolicy(Policy):
     def __init__(self, alpha: float = 0.1, interval: float = 10.0, interval_unit: str = "epochs",
                  migrate: bool = True, hold: bool = False, round_interval: float = 60.0,
                  max_migrations: int = 4, cooldown: float = 1800.0, min_remaining: float = 600.0,
-                 min_speed_kept: float = 0.9, perf=None) -> None:
+                 min_speed_kept: float = 0.9, destination: str = "cool", perf=None) -> None:
+        if destination not in ("cool", "lighter"):
+            raise ValueError(f"specon: destination must be 'cool' or 'lighter', got {destination!r}")
         if interval_unit not in ("epochs", "minutes"):
             raise ValueError(f"specon: interval_unit must be 'epochs' or 'minutes', got {interval_unit!r}")
         self.alpha = alpha
@@ -99,6 +106,7 @@ class SpeConPolicy(Policy):
         self.cooldown = cooldown
         self.min_remaining = min_remaining
         self.min_speed_kept = min_speed_kept
+        self.destination = destination
         self._perf = perf
         self.reset()
 
@@ -230,7 +238,7 @@ class SpeConPolicy(Policy):
             ledger.give_back(job.workers, job.spec.worker_demand)
             ledger.give_back(job.ps, job.spec.ps_demand)
             self._add_use(use, state, job.workers, job.ps, job, -1)
-            target = self._cool_placement(state, ledger, use, job) if self.migrate else None
+            target = self._destination(state, ledger, use, job) if self.migrate else None
             if target is not None:
                 workers, ps = target
                 kept = self._predicted_rate(job, workers, ps) / job.throughput
@@ -284,6 +292,29 @@ class SpeConPolicy(Policy):
             return float(self.perf.iteration_rate(job.spec, workers, ps))
         except (KeyError, ValueError):
             return job.throughput
+
+    def _destination(self, state: ClusterState, ledger: Ledger, use: np.ndarray,
+                     job: JobStatus) -> tuple[Placement, Placement] | None:
+        if self.destination == "lighter" and not job.num_ps and len(job.nodes) == 1:
+            return self._lighter_node(state, ledger, use, job)
+        return self._cool_placement(state, ledger, use, job)
+
+    def _lighter_node(self, state: ClusterState, ledger: Ledger, use: np.ndarray,
+                      job: JobStatus) -> tuple[Placement, Placement] | None:
+        """The node where the job's workers would leave the least CPU oversubscription, if less
+        than on its own node (`use` holds everything but this job)."""
+        cores = state.capacity[:, CPU]
+        want = self._task_use(job)[0] * job.num_workers
+        pressure = (use + want) / cores
+        here = state.node_index[next(iter(job.nodes))]
+        fits = ledger.fit_counts(job.spec.worker_demand) >= job.num_workers
+        fits[here] = False
+        if not fits.any():
+            return None
+        best = min(np.flatnonzero(fits), key=lambda i: (pressure[i], i))
+        if pressure[best] >= pressure[here] - _EPS:
+            return None
+        return {ledger.names[best]: job.num_workers}, {}
 
     def _cool_placement(self, state: ClusterState, ledger: Ledger, use: np.ndarray,
                         job: JobStatus) -> tuple[Placement, Placement] | None:
