@@ -243,3 +243,50 @@ def test_workload_6_average_stays_where_the_bench_put_it():
     assert row["ours_s"] == pytest.approx(PINNED_WORKLOAD_6, rel=0.01)
     assert row["refused"] == 0 and row["completed"] == 160
     assert math.isfinite(row["seconds"])
+
+
+# ---- on Kubernetes (the local control plane and emulated nodes) ----------------------------------
+
+K8S_SPEED = 50.0  # emulated seconds per real second
+
+
+@pytest.fixture(scope="module")
+def k8s_cluster():
+    from k8s_helpers import small_cluster
+
+    with small_cluster(K8S_SPEED) as c:
+        yield c
+
+
+@pytest.mark.integration
+def test_pollux_on_kubernetes_rescales_by_restart_and_finishes_every_job(k8s_cluster):
+    from k8s_helpers import fresh_namespace
+
+    from workbench.k8s.backend import K8sBackend
+
+    with fresh_namespace(k8s_cluster.rest, "px") as ns:
+        backend = K8sBackend(k8s_cluster.api_client, namespace=ns, speed=K8S_SPEED)
+        try:
+            t0 = backend.now
+            specs = []
+            for i, (app, bsz) in enumerate([("cifar10", 512), ("deepspeech2", 160),
+                                            ("cifar10", 1024), ("bert", 96)]):
+                probe = JobSpec(f"px-{i}", app, t0, 1.0, bsz, 1, 1, 8,
+                                worker_demand=WORKER_DEMAND)
+                rate = PERF.iteration_rate(probe, {"a": 1}, {})
+                specs.append(probe.with_(total_work=rate * 240))  # ~4 emulated min on 1 GPU
+            for s in specs:
+                backend.submit(s)
+            controller = Controller(backend, make_policy("pollux"))
+            controller.run(until=backend.now + 10_000)  # a restart here takes minutes
+            assert backend.done(), {j.name: (j.state.value, j.reason, j.restarts)
+                                    for j in backend.active.values()}
+            assert sorted(j.name for j in backend.finished) == sorted(s.name for s in specs)
+            assert all(j.state is JobState.COMPLETED for j in backend.finished)
+            kinds = {(d.action, d.applied) for d in controller.recorder.decisions}
+            assert ("Place", True) in kinds
+            assert ("Scale", True) in kinds  # grown once profiled: a restart on the cluster
+            assert not any(not d.applied for d in controller.recorder.decisions
+                           if d.action in ("Place", "Scale", "Suspend"))
+        finally:
+            backend.close()

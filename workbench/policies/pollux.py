@@ -241,6 +241,10 @@ class PolluxPolicy(Policy):
         factor = self.restart_factor(job, now)
         out = [(0, self.cost(0.0), None)]
         current = {n: c for n, c in job.workers.items() if c} if job.state.placed else {}
+        if job.state is JobState.RESTARTING and current:
+            # still taking up its last change: the artifact's restart (30 s) always ends within
+            # its 60 s round, a cluster's may not; re-planning it now would restart it again
+            sizes = []
         for r in sizes:
             s = self.speedup(agent, 1 if r <= gpn else math.ceil(r / gpn), r, fair)
             out.append((r, self.cost(s * share * factor), None))
