@@ -3,13 +3,10 @@ on a short seeded run, and the simulator's invariants with contention and resizi
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from test_sim_invariants import CheckedBackend
+from test_scenario_specon import run_checked
 
-from workbench.control import Controller
 from workbench.experiment import run_policy
-from workbench.model import JobState
 from workbench.policies import make_policy
 from workbench.scenarios import dqoes_paper as dp
 from workbench.scenarios import get
@@ -58,13 +55,4 @@ def test_short_run_reproduces_the_claims_direction(runs):
 def test_invariants_hold_with_contention_and_resizing(label):
     engine, options = get("dqoes-paper").engines[label]
     jobs = dp.jobs(1)[:25]
-    backend = CheckedBackend(dp.nodes(), jobs, contention=True)
-    Controller(backend, make_policy(engine, **options)).run(max_rounds=50_000)
-    assert backend.done()
-    assert sorted(backend.jobs) == sorted(j.name for j in jobs)  # none lost
-    assert len(backend.finished) == len({j.name for j in backend.finished}) == len(jobs)
-    for job in backend.jobs.values():
-        assert job.state in (JobState.COMPLETED, JobState.REJECTED), job
-        assert job.reason, f"{job.name} ended without a reason"
-        assert not job.workers and not job.ps
-    assert np.allclose(backend.allocated, 0.0, atol=1e-6)
+    run_checked(dp.nodes(), jobs, make_policy(engine, **options))
