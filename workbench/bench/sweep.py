@@ -12,6 +12,12 @@
 - `machine_speedup`: the same 1-vs-N comparison on pure-Python loops, the ceiling the
   machine allows right now (a busy machine gives a second process little).
 - `same_table`: the three tables are equal bit for bit but for the wall-time columns.
+- Interactive times (`interactive_times`): every engine's 4-hour switch preview on the
+  `philly` preset at mid-trace (the Philly trace run under tiresias to the middle of its
+  span), in CPU seconds of this process, one after another (target ≤ 2 s each); and the
+  what-if of all engines on the default workload (default cluster, forked a third of the way
+  through its arrivals) on the shared pool of `--workers` (wall, target ≤ 2 s on 2 cores)
+  and serially (CPU). `--interactive-only` runs just these.
 
 Ratios, not seconds, are the figures: a loaded machine slows them all alike.
 """
@@ -87,8 +93,63 @@ def same_tables(*tables) -> bool:
     return all(first.equals(t) for t in rest)
 
 
+def philly_mid_trace(engine: str = "tiresias"):
+    """A controller of the Philly trace on the `philly` preset run to the middle of the
+    trace's arrival span (its timeline sampled hourly: nothing here reads it)."""
+    from ..session import load_jobs, load_nodes, simulate
+
+    jobs = load_jobs("philly")
+    arrivals = sorted(j.arrival for j in jobs)
+    controller = simulate(load_nodes("philly", "philly"), jobs, engine, timeline_every=3600.0,
+                          fragmentation=False)
+    controller.run(until=(arrivals[0] + arrivals[-1]) / 2)
+    return controller
+
+
+def interactive_times(workers: int, engines: list[str] | None = None) -> dict[str, Any]:
+    """Preview CPU seconds per engine at Philly scale, and the what-if's wall (pool) and
+    CPU (serial) seconds on the default workload."""
+    from ..policies import available, make_policy
+    from ..session import load_jobs, load_nodes, simulate
+    from ..sweeps.executors import shared_pool
+    from ..whatif import prepare_preview, prepare_what_if
+
+    names = engines or available()
+    live = philly_mid_trace()
+    previews = []
+    for name in names:
+        if name == live.policy.name:
+            continue
+        cpu = time.process_time()
+        prepare_preview(live.backend, live.policy, make_policy(name), 4 * 3600.0)()
+        previews.append({"engine": name, "preview_cpu_s": time.process_time() - cpu,
+                         "target_s": 2.0})
+    del live
+    jobs = load_jobs("default")
+    store = simulate(load_nodes("default", "default"), jobs, "tiresias")
+    store.run(until=sorted(j.arrival for j in jobs)[len(jobs) // 3])
+    pool = shared_pool(workers)
+    pool.submit(int).result()  # the workers started (once per app, not per what-if)
+    start = time.perf_counter()
+    pooled = prepare_what_if(store.backend, available(), None, 60.0, executor=pool)()
+    pool_wall = time.perf_counter() - start
+    cpu = time.process_time()
+    serial = prepare_what_if(store.backend, available(), None, 60.0)()
+    serial_cpu = time.process_time() - cpu
+    same = pooled.table.drop(columns="wall_s").equals(serial.table.drop(columns="wall_s"))
+    return {"previews": previews, "what_if_pool_wall_s": pool_wall,
+            "what_if_serial_cpu_s": serial_cpu, "what_if_same_as_serial": same,
+            "what_if_engines": len(available()), "what_if_target_s": 2.0}
+
+
 def run(args) -> int:
     workers = args.workers or os.cpu_count() or 1
+    if args.interactive_only:
+        result = {"bench": "sweep", "workers": workers, **interactive_times(workers)}
+        emit(result, as_json=args.json, tables={"4-hour switch previews, philly at mid-trace":
+                                                result["previews"]},
+             notes=interactive_notes(result, workers))
+        return 0
     short = {**SHORT, "seeds": args.seeds}
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as folder:
         serial_s, serial = timed_sweep(short, folder, "serial", serial=True)
@@ -129,8 +190,27 @@ def run(args) -> int:
          f" loops run {machine:.2f}× faster on {workers} processes than on 1 right now (the"
          " ceiling of every ratio above)"),
     ]
-    emit(result, as_json=args.json, tables={f"a {runs}-run sweep": rows}, notes=notes)
+    if not args.no_interactive:
+        result.update(interactive_times(workers))
+        notes += interactive_notes(result, workers)
+    tables = {f"a {runs}-run sweep": rows}
+    if "previews" in result:
+        tables["4-hour switch previews, philly at mid-trace"] = result["previews"]
+    emit(result, as_json=args.json, tables=tables, notes=notes)
     return 0
+
+
+def interactive_notes(result: dict[str, Any], workers: int) -> list[str]:
+    slow = [p["engine"] for p in result["previews"] if p["preview_cpu_s"] > 2.0]
+    return [
+        (f"what-if of all {result['what_if_engines']} engines (default workload): "
+         f"{result['what_if_pool_wall_s']:.2f} s wall on the shared pool of {workers}"
+         f" (target ≤ 2 s on 2 cores; wall counts the machine's other load), "
+         f"{result['what_if_serial_cpu_s']:.2f} s CPU serially; same table:"
+         f" {result['what_if_same_as_serial']}"),
+        ("previews: CPU seconds of this process (process_time), serial; over 2 s: "
+         + (", ".join(slow) or "none")),
+    ]
 
 
 def register(sub) -> None:
@@ -138,5 +218,9 @@ def register(sub) -> None:
     p.add_argument("--seeds", type=int, default=10, help="seeds of the short grid (10: 200 runs)")
     p.add_argument("--long-runs", type=int, default=8, help="runs of about 1.5 s for scaling")
     p.add_argument("--workers", type=int, default=None, help="workers (default: all cores)")
+    p.add_argument("--interactive-only", action="store_true",
+                   help="only the preview and what-if times")
+    p.add_argument("--no-interactive", action="store_true",
+                   help="skip the preview and what-if times (about 2 minutes of CPU)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
