@@ -230,6 +230,21 @@ def test_live_switch_to_pollux_and_back_finishes_every_job():
     assert all(d.applied for d in c.recorder.decisions if d.policy == "pollux")
 
 
+def test_what_if_forks_run_pollux_without_touching_the_live_run():
+    from workbench.whatif import run_forks
+
+    jobs = [adaptive(f"j{i}", app, arrival=90.0 * i)
+            for i, app in enumerate(["cifar10", "deepspeech2", "bert", "yolov3"] * 2)]
+    b = SimBackend(make_cluster(2, 4), jobs)
+    Controller(b, make_policy("tiresias")).run(until=600)
+    now, progress = b.now, {n: j.progress for n, j in b.active.items()}
+    runs = run_forks(b, {"pollux": "pollux", "tiresias": "tiresias"})
+    assert b.now == now and {n: j.progress for n, j in b.active.items()} == progress
+    for run in runs:
+        twin = run.controller.backend
+        assert run.complete and twin.done() and len(twin.finished) == len(jobs)
+
+
 # What `workbench bench reference --engines pollux --loads 1.0 --workloads 6` prints; a change
 # to the pollux engine or the goodput model that moves it must say why.
 PINNED_WORKLOAD_6 = 2340.3
