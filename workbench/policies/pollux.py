@@ -390,8 +390,9 @@ class PolluxPolicy(Policy):
                                 "rule": "GPUs to the jobs whose goodput speedup most raises the"
                                 f" power mean (p = {self.p:g}) of all jobs' speedups; each job"
                                 " picks the batch of best goodput on what it gets"}
-        return {**view, "speedup": top(self.last_speedup) or {"(no active job)": 0.0},
-                "gpus": top(self.last_plan) or {"(no job)": 0}}
+        speedups = {k: round(v, 3) for k, v in self.last_speedup.items()}
+        return {**view, "speedup": top(speedups) or {"no active job": 0.0},
+                "gpus": top(self.last_plan) or {"no job": 0}}
 
 
 def _cluster_size(state: ClusterState) -> tuple[int, int]:

@@ -64,6 +64,8 @@ TITLES = {
     "hours_to_next_queue": "Tiresias: hours until each running job drops a queue (soonest"
                            " first)",
     "marginal_gain_h": "Optimus: hours one more worker would save, per job",
+    "speedup": "Pollux: each job's goodput over its goodput at a fair share of the GPUs",
+    "gpus": "Pollux: GPUs given per job this round",
     "workers": "workers held per job",
 }
 # The shape of known keys, whatever their value now (an empty dict or list has none).
@@ -74,7 +76,7 @@ KINDS = {"price": "matrix", "price_max": "matrix", "reserved_share": "matrix",
          "waiting_h": "bars", "jobs": "table", "classes": "bars", "qoe": "bars",
          "queue": "table", "fragmentation": "bars", "dominant_share": "bars",
          "least_allocated_score": "bars", "jobs_per_queue": "bars", "hours_to_next_queue": "bars",
-         "marginal_gain_h": "bars", "workers": "bars"}
+         "marginal_gain_h": "bars", "workers": "bars", "speedup": "bars", "gpus": "bars"}
 CLOCK = {"time", "finish", "low", "high", "deadline", "arrival", "since", "start", "end"}
 DURATION = {"wait", "sd", "slack", "slack_at_plan", "time_to_target", "run_time", "waited"}
 MAX_SERIES = 12
