@@ -388,8 +388,9 @@ class PolluxPolicy(Policy):
         """Pollux's last round: each job's GPUs and its speedup over the fair share."""
         view: dict[str, Any] = {**super().engine_view(state),
                                 "rule": "GPUs to the jobs whose goodput speedup most raises the"
-                                f" power mean (p = {self.p:g}) of all jobs' speedups; each job"
-                                " picks the batch of best goodput on what it gets"}
+                                f" power mean (p = {self.p:g}) of all jobs' speedups; a job"
+                                " with an adaptive batch picks the one its fitted goodput"
+                                " favours on what it gets"}
         speedups = {k: round(v, 3) for k, v in self.last_speedup.items()}
         return {**view, "speedup": top(speedups) or {"no active job": 0.0},
                 "gpus": top(self.last_plan) or {"no job": 0}}
