@@ -144,7 +144,9 @@ def _what_if_in_browser(p: Page, screenshots) -> None:
     try:
         p.tab("What-if")
         p.click("Fork and run every engine")
-        busy = p.page.get_by_text("working: what-if of 12 engines")
+        from workbench.policies import available
+
+        busy = p.page.get_by_text(f"working: what-if of {len(available())} engines")
         p.wait_for(busy.is_visible, timeout=30, what="the busy indicator while the what-if runs")
         p.page.screenshot(path=str(screenshots / "ui-tables-whatif-busy.png"))
         labels = p.wait_for(lambda: p.source("whatif_cdf", "label"), timeout=180,
