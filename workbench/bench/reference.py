@@ -257,7 +257,8 @@ def _summary(rows: list[dict]) -> list[dict]:
                     "mean_diff_pct": round(sum(diffs) / len(diffs), 1),
                     "min_diff_pct": round(min(diffs), 1), "max_diff_pct": round(max(diffs), 1),
                     "within_5pct": sum(abs(d) <= 5 for d in diffs),
-                    "seconds": round(sum(r["seconds"] for r in rs), 1)})
+                    "seconds": round(sum(r["seconds"] for r in rs), 1),
+                    "cpu_s": round(sum(r["cpu_s"] for r in rs), 1)})
     return out
 
 
