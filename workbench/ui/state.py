@@ -282,8 +282,10 @@ class WorkbenchState(RunControls):
     def executor(self) -> Executor | None:
         """Where previews and what-ifs run their forks: the process's shared pool
         (`sweeps.executors.shared_pool`, one worker per core), or None (one after another on
-        the calling thread) when `parallel_forks` is off."""
-        return shared_pool() if self.parallel_forks else None
+        the calling thread) when `parallel_forks` is off or the run is on a live cluster: forking a
+        process that holds a cluster's watch threads and connections hung the console (CI)."""
+        live = not isinstance(self.controller.backend, Forkable)
+        return shared_pool() if self.parallel_forks and not live else None
 
     def snapshot(self) -> Snapshot:
         """The run's present as a `Snapshot` (save it, or replay it with `workbench simulate
