@@ -1,6 +1,11 @@
 """One DL2 slot's allocation, step by step: the network (or DRF, its warm-up teacher) picks one
 action at a time for the window's jobs; each step places one task on the server with the most
-free room for it; invalid actions are masked out. Used by the engine and by `SlotEnv`."""
+free room for it; invalid actions are masked out. Used by the engine and by `SlotEnv`.
+
+A job that needs at least `min_workers` > 1 workers (a gang; DL2's jobs are all elastic) gets
+them in its first worker action, all at once or not at all: one worker at a time, the network
+could hand such a job some workers every slot and never its minimum, and it would wait forever
+(the 1,000-job Kubernetes soak left 189 rigid jobs so)."""
 
 from __future__ import annotations
 
@@ -82,6 +87,20 @@ class SlotAllocator:
             X[i, n_types + 6:] = (v.prev_workers / MAX_WORKERS, v.prev_ps / MAX_PS)
         return X
 
+    @classmethod
+    def _gang(cls, free: np.ndarray, demand: np.ndarray, key: int, count: int
+              ) -> tuple[list[int], np.ndarray] | None:
+        """`count` workers of `demand`, each on the server with the most free room left:
+        (their servers, the free array after), or None when they do not all fit."""
+        after, servers = free.copy(), []
+        for _ in range(count):
+            k = cls._best(after, demand, key)
+            if k < 0:
+                return None
+            after[k] -= demand
+            servers.append(k)
+        return servers, after
+
     @staticmethod
     def _best(free: np.ndarray, demand: np.ndarray, key: int) -> int:
         """The server with the most free `key` resource that fits `demand`, or -1."""
@@ -109,6 +128,7 @@ class SlotAllocator:
         group = group.ravel()
         wkey = [GPU if row[GPU] > 0 else CPU for row in pairs[:, :3]]
         maxw = np.array([v.max_workers for v in window])
+        minw = np.minimum([v.min_workers for v in window], maxw) if n else np.zeros(0, np.int64)
         w = np.zeros(n, dtype=np.int64)
         p = np.zeros(n, dtype=np.int64)
         for _ in range(max_steps):
@@ -124,6 +144,16 @@ class SlotAllocator:
                     bp = self._best(after, row[3:], CPU)
                 spots.append((wk, pk, bp))
             spot = np.array(spots, dtype=np.int64)[group] if n else np.zeros((0, 3), np.int64)
+            gangs: dict[tuple[int, int], tuple[list[int], np.ndarray] | None] = {}
+            gang_ps: dict[tuple[int, int], int] = {}
+            for i in np.flatnonzero((w == 0) & (minw > 1)):  # a gang's first worker action
+                key = (int(group[i]), int(minw[i]))
+                if key not in gangs:
+                    gangs[key] = self._gang(free, wd[i], wkey[group[i]], int(minw[i]))
+                    if gangs[key] is not None:
+                        gang_ps[key] = self._best(gangs[key][1], pd[i], CPU)
+                spot[i, 0] = -1 if gangs[key] is None else gangs[key][0][0]
+                spot[i, 2] = -1 if gangs[key] is None else gang_ps[key]
             can_w = (w < maxw) & (spot[:, 0] >= 0)
             can_p = (p < MAX_PS) & (spot[:, 1] >= 0)
             can_b = can_w & (p < MAX_PS) & (spot[:, 2] >= 0)
@@ -152,7 +182,12 @@ class SlotAllocator:
             i, kind = divmod(a, 3)
             v = window[i]
             wk, pk, bp = spot[i]
-            if kind in (0, 2):
+            if kind in (0, 2) and w[i] == 0 and minw[i] > 1:
+                servers, free = gangs[(int(group[i]), int(minw[i]))]
+                free = free.copy()
+                v.workers.extend(servers)
+                w[i] += len(servers)
+            elif kind in (0, 2):
                 v.workers.append(int(wk))
                 free[wk] -= wd[i]
                 w[i] += 1
