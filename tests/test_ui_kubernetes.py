@@ -266,6 +266,60 @@ def test_locked_console_can_view_the_cluster_but_not_change_it(cluster, kubeconf
         state.close()
 
 
+def test_the_console_says_which_cluster_it_is_on_and_does_not_run_beside_a_leading_scheduler(
+        cluster, kubeconfig, namespace):
+    """The header names the API server, context and namespace and who leads scheduling; while
+    a `workbench schedule` replica holds the scheduler Lease (a real elector here, on the
+    real API server) the console's Run is refused in one line and nothing is bound."""
+    from workbench.k8s.backend import load_api_client
+    from workbench.k8s.leader import LeaderElector
+    from workbench.ui.app import Workbench
+
+    state = _state(kubeconfig, namespace)
+    state.scheduler_lease = (namespace, "workbench-scheduler")  # this test's own Lease
+    api_client = load_api_client(cluster.kubeconfig)
+    elector = LeaderElector(api_client, "workbench-scheduler", namespace, identity="replica-a",
+                            retry_period=0.5)
+    try:
+        specs = _jobs("lease", 2, seed=7)
+        _submit(state, specs)
+        wb = Workbench(state=state, inline=False)
+        header = wb.console.header.object
+        server = state.backend.api_client.configuration.host
+        for part in (f"Kubernetes cluster {server}", f"context {CONTEXT}",
+                     f"namespace {namespace}", "no workbench scheduler has led here"):
+            assert part in header, (part, header)
+        elector.start()
+        assert elector.wait_leading(timeout=30), "the elector never led"
+        holder = state.lease_holder(max_age=0.0)
+        assert holder.live and holder.holder == "replica-a", holder
+        controls = wb.console.controls
+        controls.play.value = True
+        assert not state.running and controls.play.value is False
+        assert "Not done" in controls.message.object
+        assert "replica-a leads" in controls.message.object, controls.message.object
+        wb.console.sync()
+        assert "workbench scheduler replica-a leads" in wb.console.header.object
+        time.sleep(1.0)
+        assert not _bound_pods(cluster, namespace)
+        # The replica stops (releasing its Lease): the console may run, and binds the jobs.
+        elector.stop(release=True, timeout=10)
+        state.lease_holder(max_age=0.0)
+        wb.console.sync()
+        assert "lease " in wb.console.header.object and "free" in wb.console.header.object
+        controls.play.value = True
+        assert state.running, controls.message.object
+        _until("the jobs bound", lambda: len(_bound_pods(cluster, namespace)) >= 1)
+        wb.console.sync()
+        assert "this console schedules" in wb.console.header.object
+        state.pause()
+        wb.stop()
+    finally:
+        elector.stop(release=True, timeout=10)
+        api_client.close()
+        state.close()
+
+
 # ---- the backend chooser in the controls; the cluster's clock ------------------------------
 
 

@@ -25,6 +25,11 @@ class ConfigError(WorkbenchError):
     """A bad option or configuration value."""
 
 
+class AnotherSchedulerLeads(WorkbenchError):
+    """A live cluster's pods are scheduled by a `workbench schedule` that holds the Lease: a
+    second scheduler there would bind the same pods twice."""
+
+
 def check_number(flag: str, value: float, *, minimum: float | None = None,
                  maximum: float | None = None) -> float:
     """`value` if it is a finite number in [`minimum`, `maximum`] (either may be open), else

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import math
 import random
 import socket
 import threading
@@ -316,6 +317,55 @@ class LeaderElector:
         if ok:
             log.info("%s: released lease %s/%s", self.identity, self.namespace, self.name)
         return ok
+
+
+DEFAULT_LEASE = ("default", "workbench-scheduler")  # `workbench schedule --leader-elect`'s
+
+
+@dataclass(frozen=True)
+class LeaseHolder:
+    """Who holds a scheduler Lease, as an onlooker (the console) sees it: `renewed_ago` is
+    this host's clock minus the holder's `renewTime` (hosts' clocks may differ a little, so
+    `live` is a reading, not the election's rule)."""
+
+    namespace: str
+    name: str
+    holder: str
+    renewed_ago: float
+    duration: float
+
+    @property
+    def live(self) -> bool:
+        return bool(self.holder) and self.renewed_ago <= self.duration
+
+    def describe(self) -> str:
+        if not self.live:
+            return f"no workbench scheduler leads (lease {self.namespace}/{self.name} free)"
+        return (f"workbench scheduler {self.holder} leads (lease {self.namespace}/{self.name},"
+                f" renewed {max(self.renewed_ago, 0):.0f} s ago)")
+
+
+def read_lease(api_client, name: str = DEFAULT_LEASE[1], namespace: str = DEFAULT_LEASE[0],
+               timeout: float = 3.0) -> LeaseHolder | None:
+    """The holder of Lease `namespace/name`, or None when there is no such Lease (no
+    scheduler ever led there). Other failures raise a `RuntimeError` of one line."""
+    from kubernetes import client
+
+    try:
+        lease = client.CoordinationV1Api(api_client).read_namespaced_lease(
+            name, namespace, _request_timeout=timeout)
+    except Exception as e:  # noqa: BLE001 - 404: no Lease; the rest is the caller's
+        if _status(e) == 404:
+            return None
+        raise RuntimeError(_short(e)) from e
+    spec = lease.spec
+    holder = (spec.holder_identity or "") if spec else ""
+    renewed = spec.renew_time if spec else None
+    if isinstance(renewed, str):
+        renewed = dt.datetime.fromisoformat(renewed.replace("Z", "+00:00"))
+    ago = (dt.datetime.now(dt.UTC) - renewed).total_seconds() if renewed else math.inf
+    return LeaseHolder(namespace, name, holder, ago,
+                       float(spec.lease_duration_seconds or 0) if spec else 0.0)
 
 
 def _status(e: Exception) -> int | None:

@@ -14,6 +14,7 @@ browser session gets its own Workbench unless one is shared explicitly.
 
 from __future__ import annotations
 
+import html
 import math
 import time
 from typing import Any
@@ -68,10 +69,11 @@ def _in_notebook() -> bool:
 def _header_html(state: WorkbenchState) -> str:
     where = "simulated cluster" if state.simulated else "Kubernetes cluster"
     return (f'<div style="display:flex;align-items:baseline;gap:14px;padding:8px 14px;'
-            f'background:#24384f;color:white;border-radius:4px">'
+            f'background:#24384f;color:white;border-radius:4px;flex-wrap:wrap">'
             f'<span style="font-size:20px;font-weight:600">{TITLE}</span>'
             f'<span style="font-size:13px;opacity:.85">{where} · deep-learning training jobs'
-            f"</span></div>")
+            f'</span><span class="identity" style="font-size:12px;opacity:.75">'
+            f"{html.escape(state.identity())}</span></div>")
 
 
 def _header(state: WorkbenchState) -> pn.pane.HTML:
@@ -149,7 +151,9 @@ class Console:
         the visible tab, or every view."""
         if self._kind != self.state.kind:  # the controls moved the store to another backend
             self._kind = self.state.kind
-            self.header.object = _header_html(self.state)
+        header = _header_html(self.state)  # a live cluster's leader may change any time
+        if header != self.header.object:
+            self.header.object = header
         views = self.views if all_views else (self.controls, self.tab_views[self.tabs.active])
         for view in views:
             view.sync()

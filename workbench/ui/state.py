@@ -41,6 +41,8 @@ import param
 from .. import whatif
 from ..backend import Forkable, Snapshottable
 from ..control import Controller, Recorder
+from ..errors import AnotherSchedulerLeads
+from ..k8s.leader import DEFAULT_LEASE, LeaseHolder, read_lease
 from ..model import ClusterState
 from ..policies import available, check_engine, make_policy
 from ..session import load_jobs, load_nodes, simulate
@@ -110,6 +112,7 @@ class WorkbenchState(RunControls):
         self.backend, self.controller = backend, controller
         self.workload, self.cluster_name = workload, cluster
         self.connection = connection  # a real cluster's kubeconfig, context, namespace
+        self._lease: tuple[float, LeaseHolder | None | str] | None = None  # (expires, what)
         self.time_origin = float(backend.clock.origin)
         self.perf = backend.perf if isinstance(backend, SimBackend) else None
         self._forecasts = ForecastCache(self.perf)
@@ -278,6 +281,52 @@ class WorkbenchState(RunControls):
             f"forecasting a switch to {name}",
             whatif.prepare_preview(backend, self.controller.policy, make_policy(name),
                                    float(horizon or self.preview_horizon), self.executor()))
+
+    # ---- a live cluster's identity, and who else schedules it ------------------------------
+
+    scheduler_lease = DEFAULT_LEASE  # (namespace, name) a `workbench schedule` replica holds
+
+    def lease_holder(self, max_age: float = 5.0) -> LeaseHolder | None | str:
+        """Who holds the scheduler Lease on a live cluster (read at most every `max_age` s):
+        a `LeaseHolder`, None when no scheduler ever led there, or a one-line reason it could
+        not be read (no RBAC for leases, say). None on the simulator."""
+        api_client = None if self.simulated else getattr(self.backend, "api_client", None)
+        if api_client is None:
+            return None
+        if self._lease is None or time.monotonic() > self._lease[0] or max_age <= 0:
+            try:
+                found: LeaseHolder | None | str = read_lease(
+                    api_client, self.scheduler_lease[1], self.scheduler_lease[0], timeout=2.0)
+            except Exception as e:  # noqa: BLE001 - shown, never fatal: the console still works
+                found = f"lease {'/'.join(self.scheduler_lease)} unreadable: {e}"
+            # an unreachable server is asked again only after 30 s: the read blocks a tick
+            self._lease = (time.monotonic() + (30.0 if isinstance(found, str) else max_age), found)
+        return self._lease[1]
+
+    def identity(self) -> str:
+        """What the console is on, in one line: the simulated cluster and workload, or the
+        live cluster's API server, context, namespace, and who leads its scheduling."""
+        if self.simulated:
+            return f"cluster {self.cluster_name} · workload {self.workload}"
+        server = getattr(getattr(getattr(self.backend, "api_client", None), "configuration",
+                                 None), "host", "") or "?"
+        c = self.connection
+        parts = [f"Kubernetes cluster {server}", f"context {c.get('context') or 'current'}",
+                 f"namespace {c.get('namespace') or 'all'}"]
+        holder = self.lease_holder()
+        parts.append("this console schedules" if self.running else
+                     holder if isinstance(holder, str) else
+                     holder.describe() if holder else "no workbench scheduler has led here")
+        return " · ".join(parts)
+
+    def play(self) -> None:
+        """Run; on a live cluster refused while a `workbench schedule` holds the Lease (two
+        schedulers would bind the same pods)."""
+        holder = self.lease_holder(max_age=0.0)
+        if isinstance(holder, LeaseHolder) and holder.live and not self.running:
+            raise AnotherSchedulerLeads(f"{holder.describe()}: this console only watches; stop"
+                                        " that scheduler (or use its engine) to run from here")
+        super().play()
 
     def executor(self) -> Executor | None:
         """Where previews and what-ifs run their forks: the process's shared pool
