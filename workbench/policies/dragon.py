@@ -259,6 +259,10 @@ class DragonPolicy(Policy):
         """Start the queued jobs in arrival order where their gang fits, unless the room is
         reserved for a starving head. Returns whether any started."""
         acted = False
+        # Gang shapes that did not fit since the ledger last changed, with why: a job of the
+        # same shape gets the same answer (the ledger only changes by a placement here), so
+        # a long queue of look-alikes costs one placement attempt, not one each.
+        no_room: dict[tuple, str | None] = {}
         for pos, job in enumerate(queue):
             if job.name in placed_names or job.name == reserved_for:
                 continue
@@ -268,17 +272,23 @@ class DragonPolicy(Policy):
                 if pos < 200 and text != job.reason:
                     actions.append(Wait(job.name, text))
                 continue
-            plan = locality_place(ledger, job, job.spec.initial_workers, job.spec.min_workers,
-                                  racks)
+            s = job.spec
+            shape = (s.worker_demand, s.ps_demand, s.num_ps, s.initial_workers, s.min_workers)
+            plan = None if shape in no_room else locality_place(
+                ledger, job, s.initial_workers, s.min_workers, racks)
             if plan is None:
+                why = no_room.get(shape)
+                if why is None and pos < 200:
+                    why = describe_shortfall(ledger, job, s.min_workers)
+                no_room[shape] = why
                 if pos < 200:
-                    why = describe_shortfall(ledger, job, job.spec.min_workers)
-                    text = f"{why} (gang: {job.spec.num_ps} PS + at least {job.spec.min_workers} workers)"
+                    text = f"{why} (gang: {s.num_ps} PS + at least {s.min_workers} workers)"
                     if text != job.reason:
                         actions.append(Wait(job.name, text))
                 continue
             actions.append(self._place(job, plan, ledger, state, ""))
             placed_names.add(job.name)
+            no_room.clear()
             acted = True
         return acted
 
