@@ -7,6 +7,7 @@ policy can place several jobs in one round by subtracting as it goes (`Ledger`).
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from .placer import Placer
 
 _EPS = 1e-9
+_VERSIONS = itertools.count(1)  # one number per ledger content, unique across ledgers and copies
 
 
 def _whole(gpus: float) -> int:
@@ -37,6 +39,10 @@ class Ledger:
         self.index = state.node_index
         self.placer = placer
         self.view = placer.view(state) if placer is not None else None  # the plugin's mirror
+        # Gang shapes `place_gang` found no room for, by the content `version` they were tried
+        # on: engines try long queues of look-alike jobs against an unchanged ledger.
+        self.version = next(_VERSIONS)
+        self._no_room: dict[tuple, int] = {}
 
     # -- capacity questions -------------------------------------------------------------
 
@@ -67,6 +73,7 @@ class Ledger:
     # -- taking resources -----------------------------------------------------------------
 
     def take(self, placement: Placement, demand: Resources) -> None:
+        self.version = next(_VERSIONS)
         d = demand.as_array()
         for name, count in placement.items():
             i = self.index[name]
@@ -77,6 +84,7 @@ class Ledger:
 
     def give_back(self, placement: Placement, demand: Resources) -> None:
         """Return a job's resources to the ledger (e.g. when planning a preemption)."""
+        self.version = next(_VERSIONS)
         d = demand.as_array()
         for name, count in placement.items():
             i = self.index[name]
@@ -164,8 +172,26 @@ class Ledger:
 
     def place_gang(self, job: JobStatus, workers: int, ps: int | None = None
                    ) -> tuple[Placement, Placement] | None:
-        """All of a job's workers and PS on as few nodes as possible, or None."""
+        """All of a job's workers and PS on as few nodes as possible, or None. Leaves the
+        ledger as it found it; a shape that found no room is not tried again on the same
+        content (without a plugin, whose choices may draw random numbers)."""
         ps = job.spec.num_ps if ps is None else ps
+        if self.view is not None:
+            return self._place_gang(job, workers, ps)
+        key = (job.spec.worker_demand, job.spec.ps_demand, workers, ps)
+        version = self.version
+        if self._no_room.get(key) == version:
+            return None
+        placed = self._place_gang(job, workers, ps)
+        self.version = version  # tried on scratch, undone exactly: the same content
+        if placed is None:
+            if len(self._no_room) > 10_000:
+                self._no_room.clear()
+            self._no_room[key] = version
+        return placed
+
+    def _place_gang(self, job: JobStatus, workers: int, ps: int
+                    ) -> tuple[Placement, Placement] | None:
         if ps <= 0:
             wp = self.pack(job.spec.worker_demand, workers)
             return None if wp is None else (wp, {})
