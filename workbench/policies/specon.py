@@ -396,6 +396,10 @@ class SpeConPolicy(Policy):
         actions, queue = reject_impossible(state, by_arrival(
             [j for j in state.waiting if j.state is JobState.PENDING]))
         cores = state.capacity[:, CPU]
+        # Shapes `_spread_gang` found no room for, by the ledger content they were tried on:
+        # a long queue of look-alike jobs costs one try per shape until something is placed
+        # (not with a placement plugin, whose choices may draw random numbers).
+        no_room: dict[tuple, int] = {}
         for pos, job in enumerate(queue):
             spec = job.spec
             n = spec.initial_workers
@@ -409,7 +413,13 @@ class SpeConPolicy(Policy):
                         actions.append(Wait(job.name, text))
                     continue
             else:
-                plan = self._spread_gang(ledger, job, n)
+                shape = (spec.worker_demand, spec.ps_demand, n, spec.num_ps)
+                if ledger.view is None and no_room.get(shape) == ledger.version:
+                    plan = None
+                else:
+                    plan = self._spread_gang(ledger, job, n)
+                    if plan is None:
+                        no_room[shape] = ledger.version
             if plan is None:
                 w = wait_reason(ledger, job, n, pos, "SpeCon places whole jobs")
                 if w:
