@@ -111,25 +111,28 @@ def test_allocator_masks_full_jobs_and_never_overcommits():
     assert (free >= -1e-9).all()
 
 
-def test_a_gangs_first_worker_action_places_its_minimum_at_once_or_is_masked():
+def test_a_gang_gets_its_minimum_before_the_networks_steps_or_is_masked():
     capacity = np.array([[48.0, 192.0, 4.0], [48.0, 192.0, 4.0]])
     alloc = SlotAllocator(capacity, TYPES, 600.0)
     gang = view("gang", max_workers=7)
     gang.min_workers = 6
     too_big = view("too-big", max_workers=9)
     too_big.min_workers = 9  # 9 GPUs on 8: never placeable, so never offered
+    elastic = view("elastic", max_workers=4)
     masks, held = [], []
 
     def choose(X, G, jm, am, window):
         masks.append(am.copy())
-        held.append(len(window[0].workers))
+        held.append((len(window[0].workers), len(window[0].ps), len(window[2].workers)))
         return 0 if am[0] else STOP  # the gang's worker action while offered
 
-    free = alloc.allocate([gang, too_big], capacity, choose)
-    assert masks[0][0] == 1.0 and masks[0][3] == 0.0 and masks[0][5] == 0.0
-    assert held == [0, 6, 7]  # its minimum in one action, then one worker at a time
-    assert masks[-1][0] == 0.0  # at its maximum
-    assert sorted(set(gang.workers)) == [0, 1]
+    free = alloc.allocate([gang, too_big, elastic], capacity, choose)
+    # DL2's ASSIGN_BUNDLE for gangs: its minimum and one PS before the first step; the
+    # elastic job is left to the network; the impossible gang is never offered anything.
+    assert held[0] == (6, 1, 0)
+    assert masks[0][3] == 0.0 and masks[0][4] == 0.0 and masks[0][5] == 0.0
+    assert held == [(6, 1, 0), (7, 1, 0)] and masks[-1][0] == 0.0  # then one at a time
+    assert sorted(set(gang.workers)) == [0, 1] and too_big.workers == []
     assert (free >= -1e-9).all() and free[:, 2].sum() == 1.0
 
 

@@ -3,9 +3,10 @@ action at a time for the window's jobs; each step places one task on the server 
 free room for it; invalid actions are masked out. Used by the engine and by `SlotEnv`.
 
 A job that needs at least `min_workers` > 1 workers (a gang; DL2's jobs are all elastic) gets
-them in its first worker action, all at once or not at all: one worker at a time, the network
-could hand such a job some workers every slot and never its minimum, and it would wait forever
-(the 1,000-job Kubernetes soak left 189 rigid jobs so)."""
+its minimum and one PS before the network's steps where they fit (DL2's ASSIGN_BUNDLE
+starvation guard, extended to gangs), else in its first worker action, all at once or not at
+all: one worker at a time, the network could hand such a job some workers every slot and never
+its minimum, and it would wait forever (the 1,000-job Kubernetes soak left 189 rigid jobs so)."""
 
 from __future__ import annotations
 
@@ -131,6 +132,22 @@ class SlotAllocator:
         minw = np.minimum([v.min_workers for v in window], maxw) if n else np.zeros(0, np.int64)
         w = np.zeros(n, dtype=np.int64)
         p = np.zeros(n, dtype=np.int64)
+        # Starvation guard for gangs, after DL2's ASSIGN_BUNDLE (its simulator gives every job
+        # one worker and one PS before the network's steps, `parameters.py`): each job whose
+        # minimum is above one gets its minimum and one PS first, oldest first, where they fit.
+        # Elastic jobs (minimum one, all of DL2's own) are left to the network as before.
+        for i in np.flatnonzero(minw > 1):
+            gang = self._gang(free, wd[i], wkey[group[i]], int(minw[i]))
+            if gang is None:
+                continue
+            servers, after = gang
+            k = self._best(after, pd[i], CPU)
+            if k < 0:
+                continue
+            window[i].workers.extend(servers)
+            window[i].ps.append(k)
+            after[k] -= pd[i]
+            free, w[i], p[i] = after, len(servers), 1
         for _ in range(max_steps):
             # Where one more worker / PS / both would go, per distinct demand.
             spots = []
@@ -152,8 +169,10 @@ class SlotAllocator:
                     gangs[key] = self._gang(free, wd[i], wkey[group[i]], int(minw[i]))
                     if gangs[key] is not None:
                         gang_ps[key] = self._best(gangs[key][1], pd[i], CPU)
-                spot[i, 0] = -1 if gangs[key] is None else gangs[key][0][0]
-                spot[i, 2] = -1 if gangs[key] is None else gang_ps[key]
+                if gangs[key] is None:  # its minimum cannot fit: nothing for it this slot
+                    spot[i] = -1
+                else:
+                    spot[i, 0], spot[i, 2] = gangs[key][0][0], gang_ps[key]
             can_w = (w < maxw) & (spot[:, 0] >= 0)
             can_p = (p < MAX_PS) & (spot[:, 1] >= 0)
             can_b = can_w & (p < MAX_PS) & (spot[:, 2] >= 0)
