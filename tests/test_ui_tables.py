@@ -147,7 +147,8 @@ def _what_if_in_browser(p: Page, screenshots) -> None:
         from workbench.policies import available
 
         busy = p.page.get_by_text(f"working: what-if of {len(available())} engines")
-        p.wait_for(busy.is_visible, timeout=30, what="the busy indicator while the what-if runs")
+        # Playwright's own wait watches every frame: a short what-if shows the indicator briefly
+        busy.wait_for(state="visible", timeout=30_000)
         p.page.screenshot(path=str(screenshots / "ui-tables-whatif-busy.png"))
         labels = p.wait_for(lambda: p.source("whatif_cdf", "label"), timeout=180,
                             what="the what-if results")
