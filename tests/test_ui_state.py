@@ -198,7 +198,17 @@ def test_engine_view_values_are_drawn_by_shape():
     assert _kind([{"job": "a", "kind": "up"}]) == "table"
 
 
-def test_engine_view_renders_any_engine_view_and_keeps_price_history():
+@pytest.fixture
+def forget_test_engine():
+    """Unregister the test's engine afterwards: later tests list `available()` in this
+    process and expect the served app (another process) to offer the same engines."""
+    from workbench.policies import base
+
+    yield
+    base._REGISTRY.pop("_ui-test-engine", None)
+
+
+def test_engine_view_renders_any_engine_view_and_keeps_price_history(forget_test_engine):
     from workbench.policies.base import Policy, register
     from workbench.ui.views.engines import EngineView
 
