@@ -4,9 +4,9 @@ free room for it; invalid actions are masked out. Used by the engine and by `Slo
 
 A job that needs at least `min_workers` > 1 workers (a gang; DL2's jobs are all elastic) gets
 its minimum and one PS before the network's steps where they fit (DL2's ASSIGN_BUNDLE
-starvation guard, extended to gangs), else in its first worker action, all at once or not at
-all: one worker at a time, the network could hand such a job some workers every slot and never
-its minimum, and it would wait forever (the 1,000-job Kubernetes soak left 189 rigid jobs so)."""
+starvation guard, extended to gangs), else nothing that slot: one worker at a time, the network
+could hand such a job some workers every slot and never its minimum, and it would wait forever
+(the 1,000-job Kubernetes soak left 189 rigid jobs so)."""
 
 from __future__ import annotations
 
@@ -111,6 +111,28 @@ class SlotAllocator:
         score = np.where(ok, free[:, key] * 1e6 + free[:, CPU], -np.inf)
         return int(np.argmax(score))
 
+    def _assign_gangs(self, window: list[JobView], free: np.ndarray, wd: np.ndarray,
+                      pd: np.ndarray, wkey: list[int], minw: np.ndarray, w: np.ndarray,
+                      p: np.ndarray) -> np.ndarray:
+        """Starvation guard for gangs, after DL2's ASSIGN_BUNDLE (its simulator gives every job
+        one worker and one PS before the network's steps, `parameters.py`): each job whose
+        minimum is above one gets its minimum and one PS first, oldest first, where they fit
+        (counted into `w`, `p`). Elastic jobs (minimum one, all of DL2's own) are left to the
+        network. Returns the free array left."""
+        for i in np.flatnonzero(minw > 1):
+            gang = self._gang(free, wd[i], wkey[i], int(minw[i]))
+            if gang is None:
+                continue
+            servers, after = gang
+            k = self._best(after, pd[i], CPU)
+            if k < 0:
+                continue
+            window[i].workers.extend(servers)
+            window[i].ps.append(k)
+            after[k] -= pd[i]
+            free, w[i], p[i] = after, len(servers), 1
+        return free
+
     def allocate(self, jobs: list[JobView], free: np.ndarray, choose: Chooser,
                  record: Trajectory | None = None, max_steps: int = 10_000) -> np.ndarray:
         """Fill `jobs` (in window order) from `free`; returns the free array left."""
@@ -132,22 +154,8 @@ class SlotAllocator:
         minw = np.minimum([v.min_workers for v in window], maxw) if n else np.zeros(0, np.int64)
         w = np.zeros(n, dtype=np.int64)
         p = np.zeros(n, dtype=np.int64)
-        # Starvation guard for gangs, after DL2's ASSIGN_BUNDLE (its simulator gives every job
-        # one worker and one PS before the network's steps, `parameters.py`): each job whose
-        # minimum is above one gets its minimum and one PS first, oldest first, where they fit.
-        # Elastic jobs (minimum one, all of DL2's own) are left to the network as before.
-        for i in np.flatnonzero(minw > 1):
-            gang = self._gang(free, wd[i], wkey[group[i]], int(minw[i]))
-            if gang is None:
-                continue
-            servers, after = gang
-            k = self._best(after, pd[i], CPU)
-            if k < 0:
-                continue
-            window[i].workers.extend(servers)
-            window[i].ps.append(k)
-            after[k] -= pd[i]
-            free, w[i], p[i] = after, len(servers), 1
+        free = self._assign_gangs(window, free, wd, pd, [wkey[g] for g in group], minw, w, p)
+        starved = (w == 0) & (minw > 1)  # minimum did not fit: free only shrinks from here
         for _ in range(max_steps):
             # Where one more worker / PS / both would go, per distinct demand.
             spots = []
@@ -161,18 +169,7 @@ class SlotAllocator:
                     bp = self._best(after, row[3:], CPU)
                 spots.append((wk, pk, bp))
             spot = np.array(spots, dtype=np.int64)[group] if n else np.zeros((0, 3), np.int64)
-            gangs: dict[tuple[int, int], tuple[list[int], np.ndarray] | None] = {}
-            gang_ps: dict[tuple[int, int], int] = {}
-            for i in np.flatnonzero((w == 0) & (minw > 1)):  # a gang's first worker action
-                key = (int(group[i]), int(minw[i]))
-                if key not in gangs:
-                    gangs[key] = self._gang(free, wd[i], wkey[group[i]], int(minw[i]))
-                    if gangs[key] is not None:
-                        gang_ps[key] = self._best(gangs[key][1], pd[i], CPU)
-                if gangs[key] is None:  # its minimum cannot fit: nothing for it this slot
-                    spot[i] = -1
-                else:
-                    spot[i, 0], spot[i, 2] = gangs[key][0][0], gang_ps[key]
+            spot[starved] = -1
             can_w = (w < maxw) & (spot[:, 0] >= 0)
             can_p = (p < MAX_PS) & (spot[:, 1] >= 0)
             can_b = can_w & (p < MAX_PS) & (spot[:, 2] >= 0)
@@ -201,12 +198,7 @@ class SlotAllocator:
             i, kind = divmod(a, 3)
             v = window[i]
             wk, pk, bp = spot[i]
-            if kind in (0, 2) and w[i] == 0 and minw[i] > 1:
-                servers, free = gangs[(int(group[i]), int(minw[i]))]
-                free = free.copy()
-                v.workers.extend(servers)
-                w[i] += len(servers)
-            elif kind in (0, 2):
+            if kind in (0, 2):
                 v.workers.append(int(wk))
                 free[wk] -= wd[i]
                 w[i] += 1
