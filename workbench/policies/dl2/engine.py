@@ -119,16 +119,35 @@ class Dl2Policy(Policy):
             prev_ps=self._prev.get(j.name, (j.num_workers, j.num_ps))[1] if j.state.placed else 0)
 
     def _realise(self, state: ClusterState, jobs: list[JobStatus], counts: dict) -> list[Action]:
-        """Turn counts into placements: unchanged jobs stay put, the rest are (re)placed."""
+        """Turn counts into placements: unchanged jobs stay put, the rest go where the slot's
+        plan put them, or anywhere they fit. Where a job the plan gave workers then fits
+        nowhere around the jobs that stayed put, the whole plan is carried out instead: it
+        fits by construction (the allocator put each task where there was room), and moving
+        an unchanged job costs it a restart where waiting would cost the other a whole slot."""
+        actions, stranded = self._realise_with(state, jobs, counts, stay_put=True)
+        if stranded:
+            actions, _ = self._realise_with(state, jobs, counts, stay_put=False)
+        return actions
+
+    def _realise_with(self, state: ClusterState, jobs: list[JobStatus], counts: dict,
+                      stay_put: bool) -> tuple[list[Action], bool]:
+        """The actions, and whether a job given workers found no room. `stay_put`: a job
+        whose counts did not change keeps its nodes; else only a job already where the plan
+        puts it does."""
         ledger = Ledger(state)
         for j in jobs:
             if j.state.placed:
                 ledger.give_back(j.workers, j.spec.worker_demand)
                 ledger.give_back(j.ps, j.spec.ps_demand)
+        names = [n.name for n in state.nodes]
+        plans = {}
         keep, move = [], []
         for j in jobs:
-            w, p, _ = counts[j.name]
-            if j.state.placed and (w, p) == (j.num_workers, j.num_ps) and w:
+            w, p, v = counts[j.name]
+            plans[j.name] = (_counts(names, v.workers), _counts(names, v.ps)) if w else None
+            same = ((w, p) == (j.num_workers, j.num_ps) if stay_put
+                    else plans[j.name] == (_nonzero(j.workers), _nonzero(j.ps)))
+            if j.state.placed and w and same:
                 ledger.take(j.workers, j.spec.worker_demand)
                 ledger.take(j.ps, j.spec.ps_demand)
                 keep.append(j)
@@ -136,19 +155,17 @@ class Dl2Policy(Policy):
                 move.append(j)
         suspends: list[Action] = []
         places: list[Action] = []
-        names = [n.name for n in state.nodes]
+        stranded = False
         for j in move:
-            w, p, v = counts[j.name]
-            got = None
+            w, p, _ = counts[j.name]
+            planned, got = plans[j.name], None
             if w:
-                planned = (_counts(names, v.workers), _counts(names, v.ps))
-                if _fits(ledger, j.spec, *planned):
-                    got = planned
-                else:
-                    got = ledger.place_gang(j, w, p)
+                got = planned if _fits(ledger, j.spec, *planned) else ledger.place_gang(j, w, p)
+                stranded = stranded or got is None
             if j.state.placed:
-                suspends.append(Suspend(j.name, f"DL2 resizes it to {w} workers, {p} PS" if w else
-                                        "DL2 gives it nothing this slot"))
+                why = (f"DL2 resizes it to {w} workers, {p} PS" if (w, p) != (j.num_workers,
+                       j.num_ps) else "DL2 moves it to where the slot's plan puts it")
+                suspends.append(Suspend(j.name, why if w else "DL2 gives it nothing this slot"))
             if got is None:
                 why = ("waiting: DL2 gave it no workers this slot" if not w else
                        f"waiting: {w} workers, {p} PS do not fit now")
@@ -159,7 +176,7 @@ class Dl2Policy(Policy):
             ledger.take(got[1], j.spec.ps_demand)
             places.append(Place(j.name, f"DL2 network: {w} workers, {p} PS"
                                 f" ({describe_placement(*got)})", got[0], got[1]))
-        return suspends + places
+        return suspends + places, stranded
 
     # ---- online learning -------------------------------------------------------------------
 
@@ -234,6 +251,10 @@ def _counts(names: list[str], nodes: list[int]) -> Placement:
     for i in nodes:
         out[names[i]] = out.get(names[i], 0) + 1
     return out
+
+
+def _nonzero(placement: Placement) -> Placement:
+    return {n: c for n, c in placement.items() if c}
 
 
 def _fits(ledger: Ledger, spec: JobSpec, workers: Placement, ps: Placement) -> bool:
