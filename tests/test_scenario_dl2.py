@@ -57,3 +57,28 @@ def test_short_run_reproduces_the_direction_vs_drf(runs):
         assert all(j.state is JobState.COMPLETED for j in run.backend.jobs.values())
     claim = next(c for c in get("dl2-paper").claims if c.baseline == "drf")
     assert claim.gain(runs["dl2"], runs["drf"]) > 0
+
+
+def test_training_on_the_scenario_uses_its_cluster_workloads_and_slot():
+    from workbench.errors import ConfigError
+    from workbench.policies.dl2.training import SCENARIO_BUDGET
+    from workbench.scenarios import dl2_training
+
+    cfg, setting = dl2_training("dl2-paper", seed=3)
+    assert cfg.slot == dp.SLOT_S and cfg.seed == 3 and cfg.scenario == "dl2-paper"
+    assert {k: getattr(cfg, k) for k in SCENARIO_BUDGET} == SCENARIO_BUDGET
+    assert [(n.cpus, n.gpus) for n in setting.nodes] == [(n.cpus, n.gpus) for n in dp.nodes()]
+    assert [j.name for j in setting.workload(1_001)] == [j.name for j in dp.jobs(1_001)]
+    with pytest.raises(ConfigError, match="not a DL2 setting"):
+        dl2_training("specon-paper")
+
+
+def test_the_scenario_runs_the_weights_trained_on_it():
+    from workbench.policies.dl2 import PolicyNet, shipped_weights_path
+    from workbench.policies.dl2.training import SCENARIO_BUDGET
+
+    engine, options = get("dl2-paper").engines["dl2"]
+    assert engine == "dl2" and options["weights"] == str(shipped_weights_path("dl2-paper"))
+    _, meta = PolicyNet.load(options["weights"])
+    assert meta["scenario"] == "dl2-paper" and meta["seed"] == 0
+    assert {k: meta[k] for k in SCENARIO_BUDGET} == SCENARIO_BUDGET

@@ -4,6 +4,7 @@ policy gradient) and write its weights; with the default settings it reproduces 
 from __future__ import annotations
 
 import csv
+import io
 import sys
 import time
 from dataclasses import asdict
@@ -35,9 +36,11 @@ def _bar(enabled: bool):
 def run_train_dl2(args) -> int:
     import numpy as np
 
-    from ..policies.dl2 import PolicyNet, TrainConfig, load_shipped, shipped_weights_path, train_dl2
+    from ..policies.dl2 import PolicyNet, TrainConfig, shipped_weights_path, train_dl2
+    from ..scenarios import dl2_training
 
-    cfg = TrainConfig(seed=args.seed)
+    cfg, setting = (dl2_training(args.scenario, args.seed) if args.scenario
+                    else (TrainConfig(seed=args.seed), None))
     if args.quick:
         cfg.sl_traces, cfg.sl_epochs, cfg.rl_iters, cfg.val_traces = 4, 5, 4, 2
     for name in ("sl_epochs", "rl_iters", "sl_traces"):
@@ -46,13 +49,14 @@ def run_train_dl2(args) -> int:
             if value < 0:
                 raise ConfigError(f"--{name.replace('_', '-')}: expected >= 0, got {value}")
             setattr(cfg, name, value)
-    out = str(shipped_weights_path()) if args.install else args.out
+    shipped_path = shipped_weights_path(args.scenario or "")
+    out = str(shipped_path) if args.install else args.out
     check_writable(out, "--out")  # before the training, not after it
     if args.curve:
         check_writable(args.curve, "--curve")
     show = _bar(sys.stderr.isatty() and not args.json or args.progress)
     started = time.perf_counter()
-    net, curve = train_dl2(cfg, progress=show)
+    net, curve = train_dl2(cfg, progress=show, setting=setting)
     seconds = time.perf_counter() - started
     meta = asdict(cfg)
     with atomic_path(out, "--out") as tmp:
@@ -65,9 +69,12 @@ def run_train_dl2(args) -> int:
             w.writerows(curve)
     same = None
     try:
-        shipped, shipped_meta = load_shipped()
+        if args.install:
+            raise FileNotFoundError  # it was just written there: nothing to compare with
+        with shipped_path.open("rb") as f:
+            shipped, shipped_meta = PolicyNet.load(io.BytesIO(f.read()))
         trained, _ = PolicyNet.load(out)
-        same = None if shipped_meta.get("untrained") else all(np.allclose(trained.params[k], shipped.params[k], atol=1e-6)
+        same = all(np.allclose(trained.params[k], shipped.params[k], atol=1e-6)
                    for k in trained.params) and shipped_meta.get("seed") == cfg.seed
     except (FileNotFoundError, KeyError, ValueError):
         pass
@@ -89,6 +96,7 @@ def run_train_dl2(args) -> int:
                 ("validation avg JCT (slot environment): DRF teacher"
                 f" {_h(summary['teacher_val_jct_h'])}, after warm-up"
                 f" {_h(summary['after_sl_val_jct_h'])}, after RL {_h(summary['after_rl_val_jct_h'])}"),
+                f"installed as the shipped weights ({out})" if args.install else
                 "identical to the shipped weights" if same else
                 "differs from the shipped weights (other seed or settings)" if same is False else
                 "no shipped weights to compare with"])
@@ -109,6 +117,9 @@ def register(sub) -> None:
     d.add_argument("--install", action="store_true",
                    help="write into the package as the shipped weights")
     d.add_argument("--curve", help="write the learning curve to this CSV file")
+    d.add_argument("--scenario", default=None,
+                   help="train on a paper scenario's cluster and workloads (dl2-paper), with"
+                   " a smaller budget; --install then writes that scenario's shipped weights")
     d.add_argument("--sl-epochs", type=int, default=None)
     d.add_argument("--sl-traces", type=int, default=None)
     d.add_argument("--rl-iters", type=int, default=None)

@@ -16,7 +16,7 @@ from functools import cache
 from ..errors import ConfigError
 from .base import Claim, Scenario
 
-__all__ = ["Claim", "Scenario", "get", "names", "all_scenarios", "run_scenario"]
+__all__ = ["Claim", "Scenario", "get", "names", "all_scenarios", "run_scenario", "dl2_training"]
 
 
 @cache
@@ -62,3 +62,19 @@ def run_scenario(scenario: Scenario, label: str, seed: int = 0, **run_options):
                         policy_options=dict(options), **{**scenario.sim_options, **run_options})
     result.policy = label
     return result
+
+
+def dl2_training(name: str, seed: int = 0, flag: str = "--scenario"):
+    """How `workbench train dl2 --scenario NAME` trains: a `TrainConfig` (the scenario's slot,
+    `SCENARIO_BUDGET`, `seed`) and the `Setting` (its cluster and seeded workloads), for a
+    scenario whose engine is dl2; else a one-line `ConfigError`."""
+    from ..policies.dl2.training import SCENARIO_BUDGET, Setting, TrainConfig
+
+    scenario = get(name, flag)
+    engine, options = scenario.engines.get(scenario.engine, ("", {}))
+    if engine != "dl2":
+        raise ConfigError(f"{flag}: {name} is not a DL2 setting (its engine is"
+                          f" {engine or scenario.engine!r}); choose a scenario whose engine is dl2")
+    cfg = TrainConfig(seed=seed, scenario=name, slot=float(options.get("round_interval", 600.0)),
+                      **SCENARIO_BUDGET)
+    return cfg, Setting(list(scenario.nodes()), lambda s: list(scenario.jobs(s)))

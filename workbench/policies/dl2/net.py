@@ -198,8 +198,10 @@ def masked_softmax(z: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
-def shipped_weights_path():
-    return resources.files(__package__) / "data" / WEIGHTS_FILE
+def shipped_weights_path(scenario: str = ""):
+    """The shipped weights: trained on Philly-derived workloads, or on `scenario`'s setting
+    (`workbench train dl2 --scenario NAME --install`)."""
+    return resources.files(__package__) / "data" / (f"{scenario}.npz" if scenario else WEIGHTS_FILE)
 
 
 def load_shipped(perf=None) -> tuple[PolicyNet, dict]:

@@ -1,5 +1,6 @@
 """Training DL2 (`train_dl2`, `workbench train dl2`): supervised warm-up on DRF's decisions
-on Philly-derived PS workloads (`traces.ps_jobs`), then policy gradient with a time-based
+on Philly-derived PS workloads (`traces.ps_jobs`), or on a paper scenario's cluster and
+seeded workloads (`scenario`, e.g. "dl2-paper"), then policy gradient with a time-based
 baseline and an entropy bonus in `SlotEnv`. Deterministic for a given `TrainConfig`."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...model import JobSpec, Node
 from .allocator import Chooser, Trajectory, drf_teacher, net_chooser
 from .env import SlotEnv
 from .net import PolicyNet
@@ -35,6 +37,10 @@ class TrainConfig:
     gamma: float = 0.95
     hidden: int = 32
     val_traces: int = 4
+    # The paper scenario trained on (`workbench train dl2 --scenario`), recorded with the
+    # weights; its cluster, workloads and slot come as a `Setting` (policies do not import
+    # scenarios). Empty: the Philly-derived workloads of the fields above.
+    scenario: str = ""
 
     def cluster(self):
         from ...clusters import make_cluster
@@ -42,26 +48,43 @@ class TrainConfig:
         return make_cluster(self.nodes, self.gpus_per_node)
 
 
+@dataclass(frozen=True)
+class Setting:
+    """Where DL2 trains and is validated: a cluster and a seeded workload per seed."""
+
+    nodes: Sequence[Node]
+    workload: Callable[[int], Sequence[JobSpec]]
+
+    @classmethod
+    def philly(cls, cfg: TrainConfig, perf) -> Setting:
+        from ...traces.ps_jobs import philly_ps_workload
+
+        def workload(seed: int):
+            return philly_ps_workload(cfg.jobs, seed=seed, load=cfg.load,
+                                      cluster_gpus=cfg.nodes * cfg.gpus_per_node, perf=perf)
+
+        return cls(cfg.cluster(), workload)
+
+    def capacity(self) -> np.ndarray:
+        return np.array([[n.cpus, n.mem, n.gpus] for n in self.nodes], dtype=float)
+
+
+# A scenario's cluster is larger than the Philly one (dl2-paper: 96 nodes, 60 jobs, ~300 slots
+# an episode), so its training takes fewer traces and steps to stay within 30 min on 2 cores.
+SCENARIO_BUDGET = {"sl_traces": 8, "sl_epochs": 10, "rl_iters": 20, "val_traces": 2}
+
+
 TRAIN_SEED_BASE = 1_000  # training workloads use seeds from here; benches hold out others
 VAL_SEED_BASE = 5_000
 
 
-def _workload(cfg: TrainConfig, seed: int, perf):
-    from ...traces.ps_jobs import philly_ps_workload
-
-    return philly_ps_workload(cfg.jobs, seed=seed, load=cfg.load,
-                              cluster_gpus=cfg.nodes * cfg.gpus_per_node, perf=perf)
-
-
-def _capacity(cfg: TrainConfig) -> np.ndarray:
-    return np.array([[n.cpus, n.mem, n.gpus] for n in cfg.cluster()], dtype=float)
-
-
-def teacher_dataset(cfg: TrainConfig, perf, types, seeds: Sequence[int]) -> Trajectory:
+def teacher_dataset(cfg: TrainConfig, perf, types, seeds: Sequence[int],
+                    setting: Setting | None = None) -> Trajectory:
     """States and DRF's actions on the workloads of `seeds`."""
+    setting = setting or Setting.philly(cfg, perf)
     data = Trajectory()
     for s in seeds:
-        env = SlotEnv(_workload(cfg, s, perf), _capacity(cfg), perf, types, cfg.slot)
+        env = SlotEnv(setting.workload(s), setting.capacity(), perf, types, cfg.slot)
         out = env.run(drf_teacher, record=True)
         for traj in out["trajectories"]:
             data.extend(traj)
@@ -69,34 +92,37 @@ def teacher_dataset(cfg: TrainConfig, perf, types, seeds: Sequence[int]) -> Traj
 
 
 def evaluate(net: PolicyNet, cfg: TrainConfig, perf, seeds: Sequence[int],
-             chooser: Chooser | None = None) -> float:
+             chooser: Chooser | None = None, setting: Setting | None = None) -> float:
     """Mean of the average JCT (hours) over `seeds`, greedy actions, in the slot environment."""
+    setting = setting or Setting.philly(cfg, perf)
     out = []
     for s in seeds:
-        env = SlotEnv(_workload(cfg, s, perf), _capacity(cfg), perf, net.types, cfg.slot)
+        env = SlotEnv(setting.workload(s), setting.capacity(), perf, net.types, cfg.slot)
         res = env.run(chooser or net_chooser(net, None, greedy=True))
         out.append(res["avg_jct"] / 3600.0)
     return float(np.mean(out))
 
 
 def train_dl2(cfg: TrainConfig | None = None, perf=None,
-              progress: Callable[[str, int, int, dict], None] | None = None
-              ) -> tuple[PolicyNet, list[dict]]:
-    """Supervised warm-up on DRF, then REINFORCE. Returns the network and the learning curve
-    (one row per SL epoch and per RL iteration). Deterministic for a given config."""
+              progress: Callable[[str, int, int, dict], None] | None = None,
+              setting: Setting | None = None) -> tuple[PolicyNet, list[dict]]:
+    """Supervised warm-up on DRF, then REINFORCE, on `setting` (default: the Philly-derived
+    workloads `cfg` describes). Returns the network and the learning curve (one row per SL
+    epoch and per RL iteration). Deterministic for a given config and setting."""
     cfg = cfg or TrainConfig()
     if perf is None:
         from ...perf import default_perf
 
         perf = default_perf()
+    setting = setting or Setting.philly(cfg, perf)
     types = tuple(perf.ps_models)
     rng = np.random.default_rng(cfg.seed)
     net = PolicyNet(types, hidden=cfg.hidden, seed=cfg.seed)
     val = [VAL_SEED_BASE + i for i in range(cfg.val_traces)]
-    teacher_jct = evaluate(net, cfg, perf, val, chooser=drf_teacher)
+    teacher_jct = evaluate(net, cfg, perf, val, chooser=drf_teacher, setting=setting)
     curve: list[dict] = []
-    steps = (("sl", cfg.sl_epochs, _warm_up(net, cfg, perf, rng, val, teacher_jct)),
-             ("rl", cfg.rl_iters, _reinforce(net, cfg, perf, rng, val, teacher_jct)))
+    steps = (("sl", cfg.sl_epochs, _warm_up(net, cfg, perf, rng, val, teacher_jct, setting)),
+             ("rl", cfg.rl_iters, _reinforce(net, cfg, perf, rng, val, teacher_jct, setting)))
     for phase, total, rows in steps:
         for step, row in enumerate(rows, start=1):
             curve.append(row)
@@ -106,10 +132,10 @@ def train_dl2(cfg: TrainConfig | None = None, perf=None,
 
 
 def _warm_up(net: PolicyNet, cfg: TrainConfig, perf, rng: np.random.Generator,
-             val: list[int], teacher_jct: float) -> Iterator[dict]:
+             val: list[int], teacher_jct: float, setting: Setting) -> Iterator[dict]:
     """Supervised epochs on DRF's decisions; yields one curve row per epoch."""
     sl_seeds = [TRAIN_SEED_BASE + i for i in range(cfg.sl_traces)]
-    X, G, jm, am, acts = teacher_dataset(cfg, perf, net.types, sl_seeds).arrays()
+    X, G, jm, am, acts = teacher_dataset(cfg, perf, net.types, sl_seeds, setting).arrays()
     n = len(acts)
     for epoch in range(cfg.sl_epochs):
         order = rng.permutation(n)
@@ -121,19 +147,27 @@ def _warm_up(net: PolicyNet, cfg: TrainConfig, perf, rng: np.random.Generator,
         row = {"phase": "sl", "step": epoch + 1, "loss": float(np.mean(losses)),
                "samples": n, "teacher_jct_h": teacher_jct}
         if epoch + 1 == cfg.sl_epochs or (epoch + 1) % 10 == 0:
-            row["val_jct_h"] = evaluate(net, cfg, perf, val)
-            row["accuracy"] = float(np.mean(
-                net.probs(X, G, jm, am)[0].argmax(axis=1) == acts))
+            row["val_jct_h"] = evaluate(net, cfg, perf, val, setting=setting)
+            row["accuracy"] = _accuracy(net, X, G, jm, am, acts)
         yield row
 
 
+def _accuracy(net: PolicyNet, X, G, jm, am, acts, chunk: int = 4_096) -> float:
+    """Share of the teacher's actions the network ranks first, a chunk at a time (the whole
+    set at once held gigabytes of activations on a 96-node scenario)."""
+    hits = sum(int((net.probs(X[i:i + chunk], G[i:i + chunk], jm[i:i + chunk],
+                              am[i:i + chunk])[0].argmax(axis=1) == acts[i:i + chunk]).sum())
+               for i in range(0, len(acts), chunk))
+    return hits / max(len(acts), 1)
+
+
 def _reinforce(net: PolicyNet, cfg: TrainConfig, perf, rng: np.random.Generator,
-               val: list[int], teacher_jct: float) -> Iterator[dict]:
+               val: list[int], teacher_jct: float, setting: Setting) -> Iterator[dict]:
     """Policy-gradient iterations, one workload each; yields one curve row per iteration."""
     net.reset_optimizer()  # SL's Adam moments would damp the first RL steps for long
     rl_seeds = [TRAIN_SEED_BASE + 100 + i for i in range(cfg.rl_iters)]
     for it, s in enumerate(rl_seeds):
-        env = SlotEnv(_workload(cfg, s, perf), _capacity(cfg), perf, net.types, cfg.slot)
+        env = SlotEnv(setting.workload(s), setting.capacity(), perf, net.types, cfg.slot)
         # Rollouts: the greedy policy (the states it will meet when deployed) and sampled ones
         # (exploration, and the later-slot returns for REINFORCE).
         runs = [env.run(net_chooser(net, rng, greedy=k < cfg.rl_greedy), record=True)
@@ -145,7 +179,7 @@ def _reinforce(net: PolicyNet, cfg: TrainConfig, perf, rng: np.random.Generator,
                 [r["rewards"].sum() for r in runs])), "entropy": ent,
             "teacher_jct_h": teacher_jct}
         if (it + 1) % 10 == 0 or it + 1 == cfg.rl_iters:
-            row["val_jct_h"] = evaluate(net, cfg, perf, val)
+            row["val_jct_h"] = evaluate(net, cfg, perf, val, setting=setting)
         yield row
 
 
