@@ -143,6 +143,21 @@ def test_training_job_manifests_round_trip_to_the_same_spec():
     assert spec_from_pods("train-7", group.live) == spec
 
 
+def test_a_plan_whose_pods_were_late_waits_longer_the_next_time():
+    """Under thousands of pending pods the Job controller took over 30 s to re-create a resized
+    job's pods; restarting it then only added to that backlog (dl2's 1,000-job soak stalled)."""
+    from workbench.k8s.reconcile import TrackedJob
+    from workbench.model import JobStatus
+
+    spec = JobSpec("late", "cifar10", 0.0, 100.0, 128)
+    job = TrackedJob(("default", "late"), JobStatus(spec))
+    windows = []
+    for _ in range(7):
+        windows.append(job.plan_window(30.0))
+        job.plan_timeouts += 1
+    assert windows == [30.0, 60.0, 120.0, 240.0, 480.0, 480.0, 480.0]
+
+
 def test_k8s_names_and_progress_reports():
     from workbench.k8s.cache import progress_of
     from workbench.k8s.manifests import k8s_name

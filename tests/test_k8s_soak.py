@@ -44,3 +44,13 @@ def test_a_soak_with_every_fault_loses_duplicates_strands_and_overcommits_nothin
     assert not result["audit"], summary
     assert all(f["recovered_s"] is not None for f in result["faults"]), summary
     assert result["retry_log_lines"] == 0, "urllib3 retry lines in the schedulers' logs"
+
+
+def test_a_stuck_job_is_reported_with_the_latest_line_the_schedulers_logged_about_it():
+    from workbench.bench.k8s_soak import _last_said
+
+    replica_0 = ["2026-11-25 03:05:00,000 INFO a: s-0001: Preempted (resize)",
+                 "2026-11-25 03:09:00,000 INFO a: s-0002: Scheduled"]
+    replica_1 = ["2026-11-25 03:07:00,000 INFO a: s-0001: RestartTimeout (late)"]
+    said = _last_said(replica_0 + replica_1, ["s-0001", "s-0002", "s-0003"])
+    assert said == {"s-0001": replica_1[0], "s-0002": replica_0[1]}

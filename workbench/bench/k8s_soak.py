@@ -481,7 +481,20 @@ def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
         "outage_log_lines": sum(1 for line in lines if "workbench.k8s.outage" in line),
         "lost_jobs": dict(list(census.lost.items())[:10]),
         "rejected_why": sorted(set(census.rejected.values()))[:5], "stuck_jobs": (not_done + sorted(
-            stuck_after))[:10], "duplicated_jobs": duplicated[:10], "audit": problems[:10]}
+            stuck_after))[:10], "stuck_why": _last_said(lines, (not_done + sorted(stuck_after))[:10]),
+        "duplicated_jobs": duplicated[:10], "audit": problems[:10]}
+
+
+def _last_said(lines: list[str], jobs: list[str]) -> dict[str, str]:
+    """The schedulers' latest log line naming each job (where a stuck job was left); the
+    replicas' logs are read one after the other, so the latest is the greatest timestamp (the
+    lines begin with one)."""
+    out: dict[str, str] = {}
+    for line in lines:
+        for job in jobs:
+            if job in line and line[:23] >= out.get(job, "")[:23]:
+                out[job] = line.strip()
+    return {job: line[-300:] for job, line in out.items()}
 
 
 def _line(r: dict) -> str:

@@ -378,10 +378,13 @@ class Actuator:
             return
         if not left_w and not left_p:
             job.plan = None
+            job.plan_timeouts = 0
             return
-        if mono - job.plan_since > self.plan_timeout:
-            self.restart(job, f"waiting: its pods did not appear within {self.plan_timeout:.0f} s"
-                              " of the restart", "RestartTimeout", warning=True)
+        window = job.plan_window(self.plan_timeout)
+        if mono - job.plan_since > window:
+            job.plan_timeouts += 1
+            self.restart(job, f"waiting: its pods did not appear within {window:.0f} s of the"
+                              " restart", "RestartTimeout", warning=True)
             return
         if len(group.pending.get(W, [])) != total(left_w) or \
                 len(group.pending.get(PS, [])) != total(left_p):
@@ -422,6 +425,7 @@ class Actuator:
         bound_now = bound_placement(job.bound_pods)
         if job.plan is not None and _covers(bound_now, job.plan):
             job.plan = None
+            job.plan_timeouts = 0
         if job.plan is None:
             st.workers, st.ps = bound_now
             partial = st.num_workers < st.target_workers or st.num_ps < st.target_ps

@@ -55,6 +55,7 @@ class TrackedJob:
     desired: dict[str, int] = field(default_factory=dict)  # pods per role it should have
     plan: tuple[Placement, Placement] | None = None  # placement being bound (reserved)
     plan_since: float = 0.0  # monotonic
+    plan_timeouts: int = 0  # plans in a row whose pods did not appear in time
     checkpoint: float = 0.0
     partial: bool = False  # placed pod by pod (kube-default): a partial gang is allowed
     missing_since: float | None = None  # monotonic: when its pods were last seen
@@ -66,6 +67,12 @@ class TrackedJob:
     @property
     def name(self) -> str:
         return self.status.name
+
+    def plan_window(self, timeout: float) -> float:
+        """How long this job's plan waits for its pods: `timeout`, doubled for each plan in a
+        row that timed out (up to 16x), so a cluster whose Job controller is slow (thousands of
+        pending pods) gets the time it needs instead of a restart that adds to its backlog."""
+        return timeout * 2 ** min(self.plan_timeouts, 4)
 
 
 @dataclass
@@ -460,11 +467,13 @@ class Reconciler:
             st.throughput = 0.0
         elif job.plan is not None:
             st.workers, st.ps = dict(job.plan[0]), dict(job.plan[1])
-        if job.plan is not None and mono - job.plan_since > self.plan_timeout:
+        window = job.plan_window(self.plan_timeout)
+        if job.plan is not None and mono - job.plan_since > window:
             job.plan = None
+            job.plan_timeouts += 1
             st.workers, st.ps = {}, {}
             st.state = JobState.PENDING
-            st.reason = f"waiting: its pods did not appear within {self.plan_timeout:.0f} s"
+            st.reason = f"waiting: its pods did not appear within {window:.0f} s"
         if owners_alive or job.plan is not None or mono - job.missing_since < 10.0:
             return
         self.book.finish(job, now, JobState.REJECTED, "deleted: its pods and Job are gone")
