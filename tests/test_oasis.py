@@ -176,6 +176,34 @@ def test_admitted_schedules_never_exceed_capacity():
         assert all(lo - 1e-12 <= p <= hi + 1e-9 for p in entry["price"])
 
 
+def test_a_new_oasis_instance_honours_the_jobs_admitted_before_it():
+    """A standby scheduler taking over the lease (or a switch back to OASiS) starts with no
+    schedules: the jobs already admitted or running get one for their remaining work, and none
+    of them is rejected (on the cluster the admitted flag is not kept, so a paused job could be
+    priced out by the new leader)."""
+    nodes = preset("small")
+    jobs = philly_ps_workload(50, seed=3, load=2.0, cluster_gpus=16)
+    backend = SimBackend(nodes, jobs)
+    controller = Controller(backend, OasisPolicy())
+    controller.run(until=jobs[len(jobs) // 2].arrival)
+    before = backend.observe()
+    started = {n for n, j in before.jobs.items() if not j.state.finished
+               and (j.admitted or j.state.placed or j.progress > 0)}
+    for name in started:  # as a new leader reads them from the cluster: no admitted flag
+        backend.jobs[name].admitted = False
+    assert len(started) >= 5
+    fresh = OasisPolicy()
+    controller.switch(fresh)
+    while not fresh.decided:
+        controller.step()
+    assert started <= fresh.decided
+    live = {n for n in started if not backend.jobs[n].state.finished}
+    assert live and live <= set(fresh.schedules), "a job it inherited got no schedule"
+    controller.run()
+    assert not started & set(fresh.rejected)
+    assert all(backend.jobs[n].state.value == "completed" for n in started)
+
+
 def test_registered_and_deterministic():
     nodes = make_cluster(2, 4)
     jobs = philly_ps_workload(15, seed=1, load=1.5, cluster_gpus=8)

@@ -31,7 +31,9 @@ schedule stays feasible when every slot pays a checkpoint-restart.
 
 Modelling choices (ours): the schedule is fixed at admission, as in the paper; a job that runs
 past its schedule (a failure, a policy switch) keeps its last allocation where free resources
-allow, unpriced. A job whose schedule changes between slots is suspended and placed again
+allow, unpriced. A job admitted or started before this engine instance took over (a standby
+scheduler taking over the lease, an engine switch) is never rejected: it gets a schedule for
+its remaining work when one fits, whatever its payoff now. A job whose schedule changes between slots is suspended and placed again
 (one checkpoint-restart, as a rescale costs in the simulator).
 """
 
@@ -352,8 +354,11 @@ class OasisPolicy(Policy):
             cache[key] = (row, per_w)
         return cost, picks
 
-    def plan(self, spec: JobSpec, now_slot: int) -> tuple[Schedule | None, str]:
-        """The best-payoff schedule for `spec` starting at `now_slot`, or None and why not."""
+    def plan(self, spec: JobSpec, now_slot: int, floor: bool = True
+             ) -> tuple[Schedule | None, str]:
+        """The best-payoff schedule for `spec` starting at `now_slot`, or None and why not.
+        `floor`: only completions while its utility is above `utility_floor` (else up to
+        `horizon_slots`, for a job that must finish whatever its utility)."""
         opts = self._options(spec)
         if opts is None:
             return None, "no worker count allowed"
@@ -365,6 +370,8 @@ class OasisPolicy(Policy):
         f = sigmoid_utility(weight, target, self.decay, ends, slot)
         useful = np.flatnonzero(f >= self.utility_floor * weight)
         horizon = int(useful[-1]) + 1 if len(useful) else 1
+        if not floor:
+            horizon = self.horizon_slots
         self._widen_bounds(spec, opts, horizon)
         cost, picks = self._slot_costs(spec, opts, now_slot, horizon)
         D = self.work_levels
@@ -421,7 +428,10 @@ class OasisPolicy(Policy):
         self._record_prices(state.now, s)
         actions: list[Action] = []
         for job in sorted(state.jobs.values(), key=lambda j: (j.spec.arrival, j.name)):
-            if job.name in self.decided or job.state is not JobState.PENDING or job.admitted:
+            if job.name in self.decided or job.state.finished:
+                continue
+            if job.admitted or job.state.placed or job.progress > 0:
+                self._inherit(job, s)
                 continue
             self._specs[job.name] = job.spec
             self.decided.add(job.name)
@@ -445,6 +455,20 @@ class OasisPolicy(Policy):
         actions += self._carry_out(state, s)
         self._forget_finished(state)
         return actions
+
+    def _inherit(self, job: JobStatus, s: int) -> None:
+        """A job admitted or started before this engine took over (a new leader, a switch):
+        never rejected, given a schedule for its remaining work, whatever its payoff now, if
+        one fits; else it runs past its schedule on free resources."""
+        self.decided.add(job.name)
+        left = job.spec.with_(total_work=max(job.remaining_work, job.spec.total_work * 1e-6))
+        sched, _ = self.plan(left, s, floor=False)
+        if sched is None:
+            return
+        self._specs[job.name] = job.spec
+        self.schedules[job.name] = sched
+        for slot, (w, p) in sched.slots.items():
+            self.book.reserve(slot, self._amount(job.spec, w, p))
 
     def _carry_out(self, state: ClusterState, s: int) -> list[Action]:
         """Move every admitted job to its placement for slot s: planned ones first."""
