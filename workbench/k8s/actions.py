@@ -90,6 +90,7 @@ class Actuator:
             try:
                 result = self._apply_one(action, used)
             except Refused as r:
+                log.info("refused %s %s: %s", type(action).__name__, action.job, r)
                 outcomes[i] = Outcome(action, False, str(r))
                 continue
             except Exception as e:  # noqa: BLE001 - an API error refuses this action only

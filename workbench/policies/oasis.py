@@ -31,9 +31,11 @@ schedule stays feasible when every slot pays a checkpoint-restart.
 
 Modelling choices (ours): the schedule is fixed at admission, as in the paper; a job that runs
 past its schedule (a failure, a policy switch) keeps its last allocation where free resources
-allow, unpriced. A job admitted or started before this engine instance took over (a standby
-scheduler taking over the lease, an engine switch) is never rejected: it gets a schedule for
-its remaining work when one fits, whatever its payoff now. A job whose schedule changes between slots is suspended and placed again
+allow, unpriced, until a new schedule for its remaining work fits (tried each slot); a job
+admitted or started before this engine instance took over (a standby scheduler taking over
+the lease, an engine switch) gets one the same way and is never rejected. Otherwise a job
+that overruns (a cluster slower than the speed model) is starved by the reservations of
+later arrivals. A job whose schedule changes between slots is suspended and placed again
 (one checkpoint-restart, as a rescale costs in the simulator).
 """
 
@@ -357,8 +359,9 @@ class OasisPolicy(Policy):
     def plan(self, spec: JobSpec, now_slot: int, floor: bool = True
              ) -> tuple[Schedule | None, str]:
         """The best-payoff schedule for `spec` starting at `now_slot`, or None and why not.
-        `floor`: only completions while its utility is above `utility_floor` (else up to
-        `horizon_slots`, for a job that must finish whatever its utility)."""
+        `floor`: only completions while its utility is above `utility_floor`, the best payoff
+        among them; else, for a job that must finish whatever its utility, the earliest
+        completion within `horizon_slots` (its cheapest way to finish by then)."""
         opts = self._options(spec)
         if opts is None:
             return None, "no worker count allowed"
@@ -398,7 +401,10 @@ class OasisPolicy(Policy):
         if not np.isfinite(best[:, D]).any():
             return None, (f"no feasible schedule within {horizon} slots before its utility"
                           f" falls below {self.utility_floor:.0%} (cluster reserved)")
-        t_best = int(np.nanargmax(np.where(np.isfinite(payoff), payoff, -_INF)))
+        if floor:
+            t_best = int(np.nanargmax(np.where(np.isfinite(payoff), payoff, -_INF)))
+        else:  # it must finish whatever its utility: the earliest completion that fits
+            t_best = int(np.flatnonzero(np.isfinite(best[:, D]))[0])
         sched = Schedule(spec.name)
         d, t = D, t_best
         last = -1
@@ -431,7 +437,8 @@ class OasisPolicy(Policy):
             if job.name in self.decided or job.state.finished:
                 continue
             if job.admitted or job.state.placed or job.progress > 0:
-                self._inherit(job, s)
+                self.decided.add(job.name)
+                self._replan(job, s)
                 continue
             self._specs[job.name] = job.spec
             self.decided.add(job.name)
@@ -452,15 +459,21 @@ class OasisPolicy(Policy):
                 f"admitted: payoff {sched.payoff:.3g} = utility {sched.utility:.3g} − cost"
                 f" {sched.cost:.3g}; {len(sched.slots)} slots, done by"
                 f" t={end / 3600:.1f} h")))
+        for job in state.jobs.values():  # overran its schedule (slower than planned, a failure)
+            sched = self.schedules.get(job.name)
+            if job.name in self.decided and job.name not in self.rejected and \
+                    not job.state.finished and (sched is None or s > sched.completion_slot):
+                self._replan(job, s)
         actions += self._carry_out(state, s)
         self._forget_finished(state)
         return actions
 
-    def _inherit(self, job: JobStatus, s: int) -> None:
-        """A job admitted or started before this engine took over (a new leader, a switch):
-        never rejected, given a schedule for its remaining work, whatever its payoff now, if
-        one fits; else it runs past its schedule on free resources."""
-        self.decided.add(job.name)
+    def _replan(self, job: JobStatus, s: int) -> None:
+        """A job admitted or started that has no schedule for slot `s` on: one admitted before
+        this engine took over (a new leader, a switch), or one that overran its schedule (it
+        ran slower than planned: restarts, a failure). It is never rejected: it gets a schedule
+        for its remaining work, whatever its payoff now, if one fits; else it runs past its
+        schedule on free resources and is tried again next slot."""
         left = job.spec.with_(total_work=max(job.remaining_work, job.spec.total_work * 1e-6))
         sched, _ = self.plan(left, s, floor=False)
         if sched is None:
