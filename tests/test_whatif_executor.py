@@ -23,3 +23,38 @@ def test_forks_on_a_process_pool_match_the_serial_forks():
         assert run_metrics(a.controller.backend) == run_metrics(b.controller.backend)
         assert len(a.controller.recorder.decisions) == len(b.controller.recorder.decisions)
     assert (live.backend.now, live.rounds) == (now, rounds)
+
+
+def test_shared_pool_workers_end_when_the_app_process_is_killed():
+    """A served app stopped by a signal never shuts its shared pool down; its workers must
+    not live on as orphans (browser test runs left five pairs each)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = ("import os, time\n"
+              "from workbench.sweeps.executors import shared_pool\n"
+              "pool = shared_pool(2)\n"
+              "print(' '.join(str(p) for p in {pool.submit(os.getpid).result() for _ in"
+              " range(4)}), flush=True)\n"
+              "time.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(p) for p in proc.stdout.readline().split()]
+        assert workers, "the pool ran nothing"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+
+    def alive(pid: int) -> bool:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    deadline = time.monotonic() + 15
+    while any(alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(alive(p) for p in workers), "pool workers outlived their parent"

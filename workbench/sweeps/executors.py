@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import sys
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
@@ -91,8 +92,21 @@ def shared_pool(workers: int | None = None) -> ProcessPoolExecutor:
     with _shared_lock:
         if _shared is None or _broken(_shared):
             _shared = ProcessPoolExecutor(workers or os.cpu_count() or 1,
-                                          initializer=_ignore_sigint)
+                                          initializer=_shared_worker_start)
         return _shared
+
+
+def _shared_worker_start() -> None:
+    """A shared worker ends when its parent does: a served app stopped by a signal never
+    shuts the pool down, and its idle workers would otherwise live on as orphans."""
+    _ignore_sigint()
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(0)
+    threading.Thread(target=watch, name="workbench-parent-watch", daemon=True).start()
 
 
 def _broken(pool: ProcessPoolExecutor) -> bool:
