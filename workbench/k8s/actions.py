@@ -43,7 +43,7 @@ from ..model import (
     placement_need,
     total,
 )
-from . import labels
+from . import kinds, labels
 from .binder import Binder, BindResult
 from .cache import Clock, ClusterCache, PodGroup, bound_placement, role_of
 from .reconcile import JobBook, TrackedJob
@@ -200,6 +200,8 @@ class Actuator:
         # another worker count than its pods: resize, then bind the pods as they appear
         self._check_creatable(job, counts)
         for role, n in counts.items():
+            self._owner_patch(job, role, n)  # refused here, before anything has changed
+        for role, n in counts.items():
             self._resize(job, role, n)
         job.plan = (dict(a.workers), dict(a.ps))
         job.plan_since = time.monotonic()
@@ -244,9 +246,7 @@ class Actuator:
         need = self._need(job, a.workers, a.ps, used - held)
         self._check_creatable(job, {W: total(a.workers), PS: total(a.ps)})
         for role, n in ((W, total(a.workers)), (PS, total(a.ps))):
-            owner = job.owners.get(role)
-            if owner and n > self._max_pods(job, role, owner):
-                raise Refused(f"{st.name}: Job {owner} has fixed completions; cannot run {n}")
+            self._owner_patch(job, role, n)  # refused here, before anything has changed
         used -= held
         used += need
         job.checkpoint = max(job.checkpoint, st.progress)
@@ -277,10 +277,30 @@ class Actuator:
                     role not in job.templates:
                 raise Refused(f"{job.name}: no Job or pod template to create {role} pods from")
 
-    def _max_pods(self, job: TrackedJob, role: str, owner: str) -> int:
-        obj = self.cache.jobs.get(f"{job.key[0]}/{owner}") if self.cache.jobs else None
-        completions = (obj or {}).get("spec", {}).get("completions")
-        return 10**9 if completions is None else int(completions)
+    def _owner_patch(self, job: TrackedJob, role: str, n: int) -> tuple[str, dict] | None:
+        """(path, merge patch) that gives the job `n` pods of `role` through the object that
+        owns them (a Job's parallelism, a PyTorchJob's or TFJob's replicas), None when no
+        object owns them; Refused when it cannot be done."""
+        refs = job.owners.get(role, ())
+        if not refs or job.desired.get(role, 0) == n:
+            return None
+        if len(refs) > 1:
+            raise Refused(f"{job.name}: its {role}s belong to {len(refs)} Jobs (a JobSet with"
+                          f" replicas); their count is fixed")
+        kind, name = refs[0]
+        k = kinds.BY_KIND[kind]
+        obj = self.cache.owner_object(kind, job.key[0], name)
+        if obj is None:
+            raise Refused(f"{job.name}: {kind} {name} is not in the cache; not resized")
+        if k is kinds.BATCH_JOB:
+            completions = obj["spec"].get("completions")
+            if completions is not None and n > int(completions):
+                raise Refused(f"{job.name}: Job {name} has fixed completions; cannot run {n}")
+            return k.path(job.key[0], name), {"spec": {"parallelism": n}}
+        body = k.scale_patch(obj, role, n)
+        if isinstance(body, str):
+            raise Refused(f"{job.name}: {body}")
+        return k.path(job.key[0], name), body
 
     def _reject(self, job: TrackedJob, reason: str, used: np.ndarray) -> None:
         if job.bound_pods:
@@ -292,9 +312,8 @@ class Actuator:
             for pod in pods:
                 self.binder.run(self.binder.patch, f"/api/v1/namespaces/{job.key[0]}/pods/"
                                 f"{pod['metadata']['name']}", mark)
-        for owner in set(job.owners.values()):
-            self.binder.run(self.binder.patch,
-                            f"/apis/batch/v1/namespaces/{job.key[0]}/jobs/{owner}", mark)
+        for kind, name in {ref for refs in job.owners.values() for ref in refs}:
+            self.binder.run(self.binder.patch, kinds.BY_KIND[kind].path(job.key[0], name), mark)
         self.book.finish(job, self.clock.now(), JobState.REJECTED, reason)
         self.book.queue = [j for j in self.book.queue if j is not job.status]
 
@@ -340,15 +359,15 @@ class Actuator:
             self.binder.create_pod(job.key[0], template)
 
     def _resize(self, job: TrackedJob, role: str, n: int, deleted: bool = False) -> None:
-        """Make the job have `n` pods of `role`: its Job's parallelism, or bare pods."""
+        """Make the job have `n` pods of `role`: through the object that owns them (a Job's
+        parallelism, a Kubeflow job's replicas), or bare pods."""
         if job.desired.get(role, 0) == n:
             return
-        owner = job.owners.get(role)
-        if owner:
-            err = self.binder.patch(f"/apis/batch/v1/namespaces/{job.key[0]}/jobs/{owner}",
-                                    {"spec": {"parallelism": n}})
+        if job.owners.get(role):
+            path, body = self._owner_patch(job, role, n)
+            err = self.binder.patch(path, body)
             if err:
-                raise Refused(f"{job.name}: cannot set parallelism of Job {owner}: {err}")
+                raise Refused(f"{job.name}: cannot set the {role} count at {path}: {err}")
         elif role in job.templates:
             # pending pods, and bound ones (when just deleted, they were re-created)
             have = len(job.pending_pods.get(role, [])) + \

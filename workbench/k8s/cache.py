@@ -1,4 +1,6 @@
-"""A watch-based cache of nodes, pods and batch/v1 Jobs, and the `ClusterState` it describes.
+"""A watch-based cache of nodes, pods and the objects that own training pods (batch/v1 Jobs, and
+PyTorchJobs, TFJobs and JobSets where their CRDs are installed: `kinds`), and the
+`ClusterState` it describes.
 
 Each kind is kept by an `Informer`: list, then watch from the list's resourceVersion; on 410
 Gone (the version expired, e.g. after an apiserver restart or etcd compaction) list again; on
@@ -9,8 +11,8 @@ second when a cluster fills).
 `ClusterCache.cluster_state(now)` turns a snapshot into the same `ClusterState` the simulator
 produces: nodes (sorted by name) with capacity from `allocatable` cpu/memory/`nvidia.com/gpu`,
 allocation from the requests of bound pods that have not ended, and one `JobStatus` per
-training job, its pods grouped by the `workbench.io/job` label (a pod without it is a job of
-its own), its progress from the `workbench.io/progress` annotation. `K8sBackend` builds on the
+training job, its pods grouped by the `workbench.io/job` label (else their operator's job-name
+label, `kinds.group_label`; a pod with neither is a job of its own), its progress from the `workbench.io/progress` annotation. `K8sBackend` builds on the
 same pieces and keeps each job's history across rounds (`reconcile`).
 
 The node emulator (`local.emulator`) reads the cluster with the same `Informer`, pod helpers
@@ -34,7 +36,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ..errors import ConfigError
 from ..model import ClusterState, JobKind, JobSpec, JobState, JobStatus, Node, Placement, Resources
-from . import labels
+from . import kinds, labels
 from .outage import OUTAGES, no_answer
 from .quantity import GIB, parse_quantity
 from .rest import Rest, event_batches
@@ -231,13 +233,65 @@ class ClusterCache:
                              watch_timeout)
         self.jobs = Informer(self.rest, f"/apis/batch/v1{ns}/jobs", self.stop_event,
                              self._on_job, watch_timeout) if jobs else None
+        self.watch_timeout = watch_timeout
+        self._wanted_kinds = kinds.CUSTOM_KINDS if jobs else ()
+        self.custom: dict[str, Informer] = {}  # kind -> informer, for the CRDs installed
+        self.not_installed: list[str] = []  # kinds whose CRD the cluster does not have
         self._demand: dict[str, Resources] = {}  # pod uid -> requests (immutable per pod)
 
     @property
     def informers(self) -> list[Informer]:
-        return [i for i in (self.nodes, self.pods, self.jobs) if i is not None]
+        return [i for i in (self.nodes, self.pods, self.jobs, *self.custom.values())
+                if i is not None]
+
+    def watch_installed_kinds(self) -> list[Informer]:
+        """An informer for each custom kind whose CRD is installed (returned, not started);
+        a kind that is not is reported once and not watched (a watch on a missing resource
+        would fail forever). A kind whose API group could not be read (the API server down)
+        is asked about again at the next call."""
+        ns = f"/namespaces/{self.namespace}" if self.namespace else ""
+        added = []
+        for k in self._wanted_kinds:
+            if k.kind in self.custom or k.kind in self.not_installed:
+                continue
+            installed = self._installed(k)
+            if installed:
+                added.append(Informer(
+                    self.rest, f"/apis/{k.group}/{k.version}{ns}/{k.plural}", self.stop_event,
+                    self._on_job, self.watch_timeout))
+                self.custom[k.kind] = added[-1]
+            elif installed is False:
+                self.not_installed.append(k.kind)
+                log.info("%s: CRD %s.%s (%s) not installed; %ss are not read", k.kind, k.plural,
+                         k.group, k.api_version, k.kind)
+        return added
+
+    def _installed(self, k: kinds.OwnerKind) -> bool | None:
+        """Whether the cluster serves `k` (None: could not tell)."""
+        try:
+            found = self.rest.get(f"/apis/{k.group}/{k.version}")
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            return None
+        except Exception:  # noqa: BLE001 - no answer: asked again later
+            return None
+        return any(r.get("name") == k.plural for r in found.get("resources") or [])
+
+    def start_new_kinds(self) -> None:
+        """Watch the custom kinds that could not be asked about when the cache started."""
+        if len(self.custom) + len(self.not_installed) == len(self._wanted_kinds):
+            return
+        for inf in self.watch_installed_kinds():
+            inf.start()
+
+    def owner_object(self, kind: str, namespace: str, name: str) -> dict | None:
+        """The object of `kind` (`Job` or a custom kind) that owns a job's pods, if cached."""
+        inf = self.jobs if kind == kinds.BATCH_JOB.kind else self.custom.get(kind)
+        return inf.get(f"{namespace}/{name}") if inf is not None else None
 
     def start(self, timeout: float = 30.0) -> ClusterCache:
+        self.watch_installed_kinds()
         for inf in self.informers:
             inf.start()
         deadline = time.monotonic() + timeout
@@ -305,9 +359,14 @@ class ClusterCache:
         return d
 
     # -- snapshots --
-    def snapshot(self) -> tuple[list[dict], list[dict], list[dict]]:
-        jobs = self.jobs.snapshot() if self.jobs is not None else []
-        return self.nodes.snapshot(), self.pods.snapshot(), jobs
+    def snapshot(self) -> tuple[list[dict], list[dict], dict[tuple[str, str, str], dict]]:
+        """Nodes, pods, and the owning objects by (kind, namespace, name)."""
+        owners = {}
+        sources = [(kinds.BATCH_JOB.kind, self.jobs), *self.custom.items()]
+        for kind, inf in sources:
+            for o in inf.snapshot() if inf is not None else ():
+                owners[(kind, o["metadata"].get("namespace", ""), o["metadata"]["name"])] = o
+        return self.nodes.snapshot(), self.pods.snapshot(), owners
 
     def cluster_state(self, now: float | None = None) -> ClusterState:
         """A stateless view: every job's status as its pods show it now (no history)."""
@@ -457,14 +516,19 @@ def pod_demand(pod: dict) -> Resources:
 
 
 def role_of(pod: dict) -> str:
-    role = (pod["metadata"].get("labels") or {}).get(labels.ROLE, labels.ROLE_WORKER)
+    """`worker` or `ps`: the `workbench.io/role` label, else what its operator's labels say."""
+    pod_labels = pod["metadata"].get("labels") or {}
+    role = pod_labels.get(labels.ROLE) or kinds.role_label(pod_labels)
     return labels.ROLE_PS if role == labels.ROLE_PS else labels.ROLE_WORKER
 
 
-def owner_job(pod: dict) -> str | None:
+def owner_of(pod: dict) -> tuple[str, str] | None:
+    """(kind, name) of the object that controls the pod and re-creates it (a batch/v1 Job,
+    a PyTorchJob, a TFJob), or None: a bare pod, or one owned by a kind the workbench does not
+    scale."""
     for ref in pod["metadata"].get("ownerReferences") or []:
-        if ref.get("kind") == "Job" and ref.get("controller"):
-            return ref["name"]
+        if ref.get("controller") and ref.get("kind") in kinds.BY_KIND:
+            return ref["kind"], ref["name"]
     return None
 
 
@@ -486,9 +550,11 @@ def parse_time(stamp: str | None) -> float | None:
 
 
 def job_key(pod: dict) -> tuple[str, str]:
-    """(namespace, job): the `workbench.io/job` label, or the pod's own name without it."""
+    """(namespace, job): the `workbench.io/job` label, else its operator's job-name label (a
+    PyTorchJob's, TFJob's or JobSet's), else the pod's own name."""
     meta = pod["metadata"]
-    job = (meta.get("labels") or {}).get(labels.JOB) or meta["name"]
+    pod_labels = meta.get("labels") or {}
+    job = pod_labels.get(labels.JOB) or kinds.group_label(pod_labels) or meta["name"]
     return meta.get("namespace", "default"), job
 
 
@@ -611,9 +677,11 @@ def group_pods(pods: Iterable[dict], scheduler_name: str = labels.SCHEDULER_NAME
 
 
 def spec_from_pods(name: str, pods: list[dict], arrival: float | None = None,
-                   workers: int | None = None, ps: int | None = None) -> JobSpec:
+                   workers: int | None = None, ps: int | None = None,
+                   worker_range: tuple[int, int] | None = None) -> JobSpec:
     """The JobSpec a job's pods describe (see `labels`). `workers`/`ps`: the counts the job
-    asks for when its annotations do not say (e.g. a batch/v1 Job's parallelism)."""
+    asks for when its annotations do not say (e.g. a batch/v1 Job's parallelism);
+    `worker_range`: (min, max) workers when they do not say (a PyTorchJob's elastic policy)."""
     ann: dict[str, str] = {}
     for p in sorted(pods, key=lambda p: role_of(p) == labels.ROLE_WORKER):
         ann.update(p["metadata"].get("annotations") or {})
@@ -621,8 +689,9 @@ def spec_from_pods(name: str, pods: list[dict], arrival: float | None = None,
     ps_pods = [p for p in pods if role_of(p) == labels.ROLE_PS]
     n_workers = int(_float(ann.get(labels.NUM_WORKERS), 0) or workers or len(worker_pods) or 1)
     n_ps = int(_float(ann.get(labels.NUM_PS), 0) or ps or len(ps_pods))
-    lo = max(min(int(_float(ann.get(labels.MIN_WORKERS), 1)), n_workers), 1)
-    hi = max(int(_float(ann.get(labels.MAX_WORKERS), n_workers)), n_workers)
+    lo0, hi0 = worker_range or (1, n_workers)
+    lo = max(min(int(_float(ann.get(labels.MIN_WORKERS), lo0)), n_workers), 1)
+    hi = max(int(_float(ann.get(labels.MAX_WORKERS), hi0)), n_workers)
     deadline = _float(ann.get(labels.DEADLINE), None)
     target = _float(ann.get(labels.TARGET_METRIC), None)
     total_work = _float(ann.get(labels.TOTAL_WORK), None)
@@ -654,6 +723,7 @@ __all__ = [
     "job_name",
     "node_from_k8s",
     "node_schedulable",
+    "owner_of",
     "pod_demand",
     "progress_of",
     "role_of",

@@ -8,8 +8,8 @@ backend when it re-creates a pod, or a test):
 
 | key | kind | value |
 |---|---|---|
-| `workbench.io/job` | label | the job's name (one per training job; all its pods carry it) |
-| `workbench.io/role` | label | `worker` or `ps` |
+| `workbench.io/job` | label | the job's name (one per training job; all its pods carry it); default: the PyTorchJob's, TFJob's or JobSet's name its operator labels the pod with (`kinds`) |
+| `workbench.io/role` | label | `worker` or `ps`; default: a Kubeflow PS replica or a JobSet's `ps` job is `ps`, any other pod `worker` |
 | `workbench.io/application` | annotation | application name the performance model knows (e.g. `cifar10`) |
 | `workbench.io/total-work` | annotation | iterations to run, at `batch-size` |
 | `workbench.io/batch-size` | annotation | global batch size (integer) |

@@ -1,8 +1,9 @@
 """Kubernetes objects the workbench writes or asks users to apply.
 
-- `training_jobs(spec)`: a workbench `JobSpec` as batch/v1 Jobs (one for the workers, one for
-  the parameter servers of a PS job) whose pods ask for `schedulerName: workbench` and carry
-  the job, role and training annotations of `labels`.
+- `training_jobs(spec, kind=...)`: a workbench `JobSpec` as batch/v1 Jobs (one for the workers,
+  one for the parameter servers of a PS job), or as a PyTorchJob, TFJob or JobSet (`kinds`),
+  whose pods ask for `schedulerName: workbench` and carry the job, role and training
+  annotations of `labels`.
 - `scheduler_manifests()`: what runs `workbench schedule` inside a cluster with the least
   privilege it needs: a ServiceAccount, a ClusterRole and its ClusterRoleBinding, a
   Deployment (two replicas with `--leader-elect`: one schedules, the other stands by), a Role
@@ -15,7 +16,7 @@ from __future__ import annotations
 import re
 
 from ..model import JobSpec
-from . import labels
+from . import kinds, labels
 from .quantity import cpu_quantity, mem_quantity
 
 DEFAULT_IMAGE = "workbench-emulated"  # emulated nodes run no containers; any name will do
@@ -61,47 +62,127 @@ def job_annotations(spec: JobSpec, arrival: float | None = None) -> dict[str, st
     return ann
 
 
-def training_jobs(spec: JobSpec, namespace: str = "default", *, arrival: float | None = None,
-                  image: str = DEFAULT_IMAGE, command: list[str] | None = None,
-                  service_account: str | None = None, backoff_limit: int = 6) -> list[dict]:
-    """batch/v1 Jobs for `spec`: workers (named like the job) and, for a PS job, `NAME-ps`.
+def _pod_template(name: str, role: str, demand, ann: dict[str, str], image: str,
+                  command: list[str] | None, service_account: str | None,
+                  container: str | None = None) -> dict:
+    """The pod template of one role: `schedulerName: workbench`, the job's labels and
+    training annotations, POD_NAME/POD_NAMESPACE from the downward API (for
+    `workbench.report`)."""
+    container = {
+        "name": container or ("train" if role == labels.ROLE_WORKER else "ps"), "image": image,
+        "resources": _resources(demand.cpu, demand.mem, demand.gpu),
+        "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                {"name": "POD_NAMESPACE",
+                 "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]}
+    if command:
+        container["command"] = list(command)
+    pod_spec = {"schedulerName": labels.SCHEDULER_NAME, "restartPolicy": "Never",
+                "containers": [container]}
+    if service_account:
+        pod_spec["serviceAccountName"] = service_account
+    else:
+        pod_spec["automountServiceAccountToken"] = False
+    return {"metadata": {"labels": {labels.JOB: name, labels.ROLE: role},
+                         "annotations": dict(ann)},
+            "spec": pod_spec}
 
-    `completions` is left unset (work-queue semantics): `parallelism` alone sets the pod count,
-    so scaling is a patch of it, and the Job is complete once its pods have all succeeded.
-    A training container reports progress with `workbench.report(...)`; POD_NAME and
-    POD_NAMESPACE come from the downward API for that.
-    """
-    name = k8s_name(spec.name)
-    ann = job_annotations(spec, arrival)
-    out = []
+
+def _roles(spec: JobSpec) -> list[tuple[str, int, object]]:
     roles = [(labels.ROLE_WORKER, spec.initial_workers, spec.worker_demand)]
     if spec.num_ps:
         roles.append((labels.ROLE_PS, spec.num_ps, spec.ps_demand))
-    for role, count, demand in roles:
-        pod_labels = {labels.JOB: name, labels.ROLE: role}
-        container = {
-            "name": "train" if role == labels.ROLE_WORKER else "ps", "image": image,
-            "resources": _resources(demand.cpu, demand.mem, demand.gpu),
-            "env": [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-                    {"name": "POD_NAMESPACE",
-                     "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}}}]}
-        if command:
-            container["command"] = list(command)
-        pod_spec = {"schedulerName": labels.SCHEDULER_NAME, "restartPolicy": "Never",
-                    "containers": [container]}
-        if service_account:
-            pod_spec["serviceAccountName"] = service_account
-        else:
-            pod_spec["automountServiceAccountToken"] = False
+    return roles
+
+
+KINDS = ("job", "pytorchjob", "tfjob", "jobset")  # what `training_jobs(kind=...)` writes
+
+
+def training_jobs(spec: JobSpec, namespace: str = "default", *, arrival: float | None = None,
+                  image: str = DEFAULT_IMAGE, command: list[str] | None = None,
+                  service_account: str | None = None, backoff_limit: int = 6,
+                  kind: str = "job") -> list[dict]:
+    """The objects that run `spec` as `kind` (one of `KINDS`):
+
+    - `job`: batch/v1 Jobs, workers (named like the job) and, for a PS job, `NAME-ps`.
+      `completions` is left unset (work-queue semantics): `parallelism` alone sets the pod
+      count, so scaling is a patch of it, and the Job is complete once its pods have all
+      succeeded.
+    - `pytorchjob`: a Kubeflow PyTorchJob (all-reduce jobs only): Worker replicas with an
+      `elasticPolicy` over the job's worker range when it has one, else Master + Workers.
+    - `tfjob`: a Kubeflow TFJob: Worker replicas, and PS replicas for a PS job.
+    - `jobset`: a JobSet with a `workers` and, for a PS job, a `ps` replicated Job.
+
+    Every pod template asks for `schedulerName: workbench` and carries the job's labels and
+    training annotations (`labels`); a training container reports progress with
+    `workbench.report(...)`.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind: expected one of {', '.join(KINDS)}, got {kind!r}")
+    name = k8s_name(spec.name)
+    ann = job_annotations(spec, arrival)
+    # the Kubeflow operators find the training container by these names
+    container = {"pytorchjob": "pytorch", "tfjob": "tensorflow"}.get(kind)
+    templates = [(role, count, _pod_template(name, role, demand, ann, image, command,
+                                             service_account, container))
+                 for role, count, demand in _roles(spec)]
+    meta = {"name": name, "namespace": namespace, "labels": {labels.JOB: name},
+            "annotations": dict(ann)}
+    if kind == "pytorchjob":
+        return [_pytorchjob(spec, meta, templates)]
+    if kind == "tfjob":
+        return [_kubeflow(kinds.TFJOB, meta, {
+            "Worker" if role == labels.ROLE_WORKER else "PS": _replica(count, t)
+            for role, count, t in templates})]
+    if kind == "jobset":
+        return [_jobset(meta, templates, backoff_limit)]
+    out = []
+    for role, count, template in templates:
         out.append({
             "apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": name if role == labels.ROLE_WORKER else f"{name}-ps",
-                         "namespace": namespace, "labels": dict(pod_labels),
-                         "annotations": dict(ann)},
+            "metadata": {**meta, "name": name if role == labels.ROLE_WORKER else f"{name}-ps",
+                         "labels": dict(template["metadata"]["labels"])},
             "spec": {"parallelism": count, "backoffLimit": backoff_limit,
-                     "template": {"metadata": {"labels": pod_labels, "annotations": dict(ann)},
-                                  "spec": pod_spec}}})
+                     "template": template}})
     return out
+
+
+def _replica(count: int, template: dict) -> dict:
+    return {"replicas": count, "restartPolicy": "Never", "template": template}
+
+
+def _kubeflow(kind: kinds.OwnerKind, meta: dict, replica_specs: dict, **spec) -> dict:
+    return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": meta,
+            "spec": {**spec, "runPolicy": {"cleanPodPolicy": "None"},
+                     kind.replica_specs: replica_specs}}
+
+
+def _pytorchjob(spec: JobSpec, meta: dict, templates: list) -> dict:
+    if spec.num_ps:
+        raise ValueError(f"{spec.name}: a PyTorchJob has no parameter servers; use tfjob")
+    (_, count, template), = templates
+    if spec.min_workers < spec.max_workers:  # torchrun's elastic rendezvous: workers only
+        return _kubeflow(kinds.PYTORCHJOB, meta, {"Worker": _replica(count, template)},
+                         elasticPolicy={"minReplicas": spec.min_workers,
+                                        "maxReplicas": spec.max_workers, "rdzvBackend": "c10d"})
+    specs = {"Master": _replica(1, template)}
+    if count > 1:
+        specs["Worker"] = _replica(count - 1, template)
+    return _kubeflow(kinds.PYTORCHJOB, meta, specs)
+
+
+def _jobset(meta: dict, templates: list, backoff_limit: int) -> dict:
+    return {"apiVersion": kinds.JOBSET.api_version, "kind": kinds.JOBSET.kind, "metadata": meta,
+            "spec": {"replicatedJobs": [
+                {"name": "workers" if role == labels.ROLE_WORKER else "ps", "replicas": 1,
+                 "template": {"spec": {"parallelism": count, "backoffLimit": backoff_limit,
+                                       "template": template}}}
+                for role, count, template in templates]}}
+
+
+def manifest_path(obj: dict) -> str:
+    """Where `obj` (a batch/v1 Job or a custom kind `training_jobs` writes) is created."""
+    k = kinds.BY_KIND[obj["kind"]]
+    return k.path(obj["metadata"].get("namespace", "default"))
 
 
 # ---- running the scheduler in a cluster --------------------------------------------------------
@@ -117,6 +198,11 @@ SCHEDULER_RULES = [
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     # scaling is a change of parallelism; refusals annotate the Job
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "patch"]},
+    # the same for Kubeflow jobs (their replicas) and JobSets, where their CRDs are installed
+    {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "tfjobs"],
+     "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"],
+     "verbs": ["get", "list", "watch", "patch"]},
 ]
 
 LEASE_RULES = [

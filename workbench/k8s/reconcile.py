@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..model import JobState, JobStatus, Placement
-from . import labels
+from . import kinds, labels
 from .cache import (
     Clock,
     ClusterCache,
@@ -30,7 +30,7 @@ from .cache import (
     checkpoint_of,
     group_pods,
     job_name,
-    owner_job,
+    owner_of,
     role_of,
     spec_from_pods,
 )
@@ -50,7 +50,9 @@ class TrackedJob:
 
     key: tuple[str, str]
     status: JobStatus
-    owners: dict[str, str] = field(default_factory=dict)  # role -> batch/v1 Job name
+    # role -> (kind, name) of the objects that own its pods: a batch/v1 Job (several for a
+    # JobSet with replicas), a PyTorchJob, a TFJob
+    owners: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     templates: dict[str, dict] = field(default_factory=dict)  # role -> bare pod to re-create
     desired: dict[str, int] = field(default_factory=dict)  # pods per role it should have
     plan: tuple[Placement, Placement] | None = None  # placement being bound (reserved)
@@ -157,6 +159,7 @@ class Reconciler:
         self.linger_timeout = linger_timeout
         self.synced_version = -1
         self.synced_at = 0.0
+        self.kinds_checked_at = time.monotonic()
 
     def due(self) -> bool:
         """Whether a sync can change anything: the cache changed, an announced arrival is
@@ -174,7 +177,10 @@ class Reconciler:
         self.synced_at = time.monotonic()
         now = self.clock.now()
         mono = time.monotonic()
-        node_objs, pods, job_objs = self.cache.snapshot()
+        if mono - self.kinds_checked_at > 30.0:  # custom kinds unknown at start (no answer)
+            self.kinds_checked_at = mono
+            self.cache.start_new_kinds()
+        node_objs, pods, owner_objs = self.cache.snapshot()
         book.view = view = NodeView.build(node_objs)
         book.seen_nodes.update(view.node_index)
         live_uids = {p["metadata"]["uid"] for p in pods}
@@ -187,7 +193,6 @@ class Reconciler:
         # after the jobs are updated, below
         book.allocated = np.zeros_like(view.capacity)
         groups = group_pods(pods, self.scheduler_name, skip)
-        batch_jobs = {(o["metadata"]["namespace"], o["metadata"]["name"]): o for o in job_objs}
         book.future_arrivals = []
         discovered = False
         for key, group in groups.items():
@@ -195,17 +200,17 @@ class Reconciler:
             if job is None:
                 if key in book.ignored:
                     continue
-                job = self._discover(key, group, batch_jobs, now)
+                job = self._discover(key, group, owner_objs, now)
                 if job is None:
                     continue
                 discovered = True
-            self._update(job, group, batch_jobs, now, mono)
+            self._update(job, group, owner_objs, now, mono)
         if discovered:  # jobs in arrival order, as the simulator lists them
             book.active = dict(sorted(book.active.items(),
                                       key=lambda kv: (kv[1].spec.arrival, kv[0])))
         for key, job in book.tracked.items():
             if key not in groups and not job.status.state.finished:
-                self._missing(job, batch_jobs, now, mono)
+                self._missing(job, owner_objs, now, mono)
         for key in [k for k in book.lingering if k not in groups]:
             del book.lingering[key]
         for key in [k for k, t in book.submitted.items() if mono - t > self.plan_timeout]:
@@ -271,14 +276,15 @@ class Reconciler:
                 held[view.node_index[node]] += self.cache.demand(pod).as_array()
         return held
 
-    def _desired(self, group: PodGroup, batch_jobs: dict, owners: dict[str, str]) -> dict[str, int]:
+    def _desired(self, group: PodGroup, owner_objs: dict,
+                 owners: dict[str, tuple[tuple[str, str], ...]]) -> dict[str, int]:
         ann = group.annotations()
         out = {}
         for role, key in ((W, labels.NUM_WORKERS), (PS, labels.NUM_PS)):
-            owner = owners.get(role)
-            obj = batch_jobs.get((group.key[0], owner)) if owner else None
-            if obj is not None and obj["spec"].get("parallelism") is not None:
-                out[role] = int(obj["spec"]["parallelism"])
+            counts = [_owner_count(owner_objs.get((kind, group.key[0], name)), kind, role)
+                      for kind, name in owners.get(role, ())]
+            if counts and None not in counts:
+                out[role] = sum(counts)
             elif ann.get(key) not in (None, ""):
                 out[role] = int(float(ann[key])) if role == PS or float(ann[key]) > 0 else 1
             else:
@@ -287,26 +293,28 @@ class Reconciler:
             out[W] = max(group.count(W), 1)
         return out
 
-    def _discover(self, key, group: PodGroup, batch_jobs: dict, now: float) -> TrackedJob | None:
+    def _discover(self, key, group: PodGroup, owner_objs: dict, now: float) -> TrackedJob | None:
         """A job seen for the first time: tracked once all its pods exist."""
         book = self.book
         if any(labels.REJECTED in (p["metadata"].get("annotations") or {}) for p in group.pods) \
                 or (group.succeeded and not group.live):
             book.ignored.add(key)
             return None
-        owners = {}
+        found: dict[str, set[tuple[str, str]]] = {}
         for p in group.pods:
-            o = owner_job(p)
+            o = owner_of(p)
             if o:
-                owners.setdefault(role_of(p), o)
-        desired = self._desired(group, batch_jobs, owners)
+                found.setdefault(role_of(p), set()).add(o)
+        owners = {role: tuple(sorted(refs)) for role, refs in found.items()}
+        desired = self._desired(group, owner_objs, owners)
         if any(group.count(r) < n for r, n in desired.items()):
             return None  # its Job is still creating pods
         name = job_name(key, self.namespace)
         created = self.clock.from_unix(group.created) if group.created else now
         try:
             spec = spec_from_pods(name, group.live, arrival=created, workers=desired[W] or None,
-                                  ps=desired[PS])
+                                  ps=desired[PS],
+                                  worker_range=_worker_range(owners, owner_objs, key[0]))
         except ValueError as e:
             log.warning("job %s: %s; ignored", name, e)
             book.ignored.add(key)
@@ -321,7 +329,7 @@ class Reconciler:
         job.checkpoint = max((checkpoint_of(p) for p in group.pods), default=0.0)
         status.progress = min(job.checkpoint, spec.total_work)
         for p in group.pods:
-            if not owner_job(p):
+            if not owner_of(p):
                 job.templates.setdefault(role_of(p), _bare_template(p))
         book.tracked[key] = job
         book.by_name[name] = job
@@ -329,7 +337,7 @@ class Reconciler:
         book.active[name] = status
         return job
 
-    def _update(self, job: TrackedJob, group: PodGroup, batch_jobs: dict, now: float,
+    def _update(self, job: TrackedJob, group: PodGroup, owner_objs: dict, now: float,
                 mono: float) -> None:
         """Follow a tracked job's pods: progress, service, completion, failures, its state."""
         st = job.status
@@ -358,7 +366,7 @@ class Reconciler:
             self._complete(job, now)
             self.book.lingering[job.key] = mono  # its other pods should end soon (`_reap`)
             return
-        if group.failed and not group.live and self._gave_up(job, batch_jobs):
+        if group.failed and not group.live and self._gave_up(job, owner_objs):
             self.book.finish(job, now, JobState.REJECTED,
                              f"failed: {group.failed} pod(s) failed and none will be re-created")
             return
@@ -452,10 +460,11 @@ class Reconciler:
                 (not st.history or now - st.history[-1][0] >= self.history_interval):
             st.history.append((now, st.progress, st.metric if st.metric is not None else np.nan))
 
-    def _missing(self, job: TrackedJob, batch_jobs: dict, now: float, mono: float) -> None:
+    def _missing(self, job: TrackedJob, owner_objs: dict, now: float, mono: float) -> None:
         """A tracked job none of whose pods are left: re-created soon, or deleted for good."""
         st = job.status
-        owners_alive = any((job.key[0], o) in batch_jobs for o in job.owners.values())
+        owners_alive = any((kind, job.key[0], name) in owner_objs
+                           for refs in job.owners.values() for kind, name in refs)
         # none of its pods is left: a planned placement's reservation must not count pods
         # that were bound before (they are gone), nor may a Scale release them again
         job.bound_pods, job.pending_pods = [], {}
@@ -478,12 +487,12 @@ class Reconciler:
             return
         self.book.finish(job, now, JobState.REJECTED, "deleted: its pods and Job are gone")
 
-    def _gave_up(self, job: TrackedJob, batch_jobs: dict) -> bool:
-        """Failed pods nobody re-creates: bare pods, or Jobs that failed or are gone."""
+    def _gave_up(self, job: TrackedJob, owner_objs: dict) -> bool:
+        """Failed pods nobody re-creates: bare pods, or owners that failed or are gone."""
         if not job.owners:
             return True
-        for owner in set(job.owners.values()):
-            obj = batch_jobs.get((job.key[0], owner))
+        for kind, name in {ref for refs in job.owners.values() for ref in refs}:
+            obj = owner_objs.get((kind, job.key[0], name))
             if obj is None:
                 continue
             conds = (obj.get("status") or {}).get("conditions") or []
@@ -496,6 +505,31 @@ class Reconciler:
         st.progress = st.spec.total_work if np.isfinite(st.spec.total_work) else st.progress
         self.book.finish(job, now, JobState.COMPLETED, "completed")
         st.history.append((now, st.progress, st.metric if st.metric is not None else np.nan))
+
+
+def _owner_count(obj: dict | None, kind: str, role: str) -> int | None:
+    """Pods of `role` the owning object asks for: a Job's parallelism, a Kubeflow job's
+    replicas of the types that are `role` (None: not known)."""
+    if obj is None:
+        return None
+    if kind == kinds.BATCH_JOB.kind:
+        n = obj["spec"].get("parallelism")
+        return None if n is None else int(n)
+    k = kinds.BY_KIND[kind]
+    return k.counts(obj)[role] if k.replica_specs else None
+
+
+def _worker_range(owners: dict, owner_objs: dict, namespace: str) -> tuple[int, int] | None:
+    """A Kubeflow job's worker range: its elastic policy's, else its size (a fixed gang)."""
+    refs = owners.get(W, ())
+    if len(refs) != 1 or not kinds.BY_KIND[refs[0][0]].replica_specs:
+        return None
+    kind = kinds.BY_KIND[refs[0][0]]
+    obj = owner_objs.get((kind.kind, namespace, refs[0][1]))
+    if obj is None:
+        return None
+    n = kind.counts(obj)[W]
+    return kind.worker_range(obj) or (n, n)
 
 
 def _bare_template(pod: dict) -> dict:

@@ -30,12 +30,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from ...model import JobSpec, Node, Placement
-from .. import labels
+from .. import kinds, labels
 from ..cache import (
     Clock,
     Informer,
     bound_placement,
     checkpoint_of,
+    job_key,
     progress_of,
     role_of,
     spec_from_pods,
@@ -186,7 +187,9 @@ class _JobRun:
 
 def _is_training(pod: dict) -> bool:
     meta = pod["metadata"]
-    return labels.JOB in (meta.get("labels") or {}) and \
+    # a job's pod: by the workbench's label or its operator's (a PyTorchJob's, a JobSet's)
+    pod_labels = meta.get("labels") or {}
+    return (labels.JOB in pod_labels or kinds.group_label(pod_labels) is not None) and \
         labels.TOTAL_WORK in (meta.get("annotations") or {})
 
 
@@ -314,7 +317,7 @@ class NodeEmulator:
                 continue
             phase = status.get("phase", "Pending")
             if phase == "Succeeded" and _is_training(pod):
-                ended.add((meta["namespace"], meta["labels"][labels.JOB]))
+                ended.add(job_key(pod))
             if uid in self._finished or phase in ("Succeeded", "Failed"):
                 continue
             if uid not in self._running:
@@ -322,7 +325,7 @@ class NodeEmulator:
                 if phase != "Running":
                     self._submit((uid, "run"), self._run_pod, pod)
             if _is_training(pod):
-                job = (meta["namespace"], meta["labels"][labels.JOB])
+                job = job_key(pod)
                 training.setdefault(job, []).append(pod)
             else:
                 self._plain_pod(pod, now)

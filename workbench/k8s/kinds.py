@@ -1,0 +1,135 @@
+"""The job kinds people submit besides batch/v1 Jobs: Kubeflow's PyTorchJob and TFJob, and
+JobSet, where their CRDs are installed.
+
+A Kubeflow job has replica specs (`spec.pytorchReplicaSpecs` / `spec.tfReplicaSpecs`: a
+`replicas` count and a pod template per replica type); the training operator creates one pod
+per replica, named `JOB-TYPE-INDEX`, owned by the job and labelled with the job's name and the
+replica's type and index (`training.kubeflow.org/...`, the keys below). The workbench reads such
+a job as one training job: Master, Chief and Worker replicas are its workers, PS replicas its
+parameter servers (Evaluators are not part of the gang and are not supported). Its worker
+range is the `elasticPolicy`'s `minReplicas`..`maxReplicas` (Worker replicas, plus the
+Master/Chief), a fixed size without one; scaling is a patch of the Worker (or PS) replica
+count, after which the operator creates or deletes pods.
+
+A JobSet (`jobset.x-k8s.io`) runs one batch/v1 Job per replicated job and replica; its pods
+carry `jobset.sigs.k8s.io/jobset-name` and `.../replicatedjob-name`. The workbench reads the
+pods of one JobSet as one job (a replicated job named `ps` holds parameter servers, unless the
+pod template's `workbench.io/role` says otherwise) and scales through the child Job's
+parallelism, as for a plain batch/v1 Job.
+
+`workbench.io/...` labels and annotations on the pod templates (see `labels`) still say what
+the job trains; without them the workbench knows the gang and its demand, not its speed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import labels
+
+# Labels the Kubeflow training operator puts on the pods it creates
+KF_JOB_NAME = "training.kubeflow.org/job-name"
+KF_REPLICA_TYPE = "training.kubeflow.org/replica-type"  # lower case: master, worker, ps, ...
+KF_REPLICA_INDEX = "training.kubeflow.org/replica-index"
+KF_OPERATOR_NAME = "training.kubeflow.org/operator-name"
+KF_JOB_ROLE = "training.kubeflow.org/job-role"  # "master" on the Master/Chief replica
+
+# Labels the JobSet controller puts on its child Jobs and their pods
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+
+
+@dataclass(frozen=True)
+class OwnerKind:
+    """A kind of object that owns training pods and whose replica counts scale them."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    replica_specs: str = ""  # the spec field holding replica specs (Kubeflow kinds)
+    ps_types: tuple[str, ...] = ()  # replica types that are parameter servers
+    scaled: tuple[tuple[str, str], ...] = ()  # (role, the replica type its scaling changes)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        ns = f"/namespaces/{namespace}" if namespace else ""
+        return f"{base}{ns}/{self.plural}" + (f"/{name}" if name else "")
+
+    def role_of_type(self, replica_type: str) -> str:
+        ps = {t.lower() for t in self.ps_types}
+        return labels.ROLE_PS if replica_type.lower() in ps else labels.ROLE_WORKER
+
+    def replicas(self, obj: dict) -> dict[str, int]:
+        """Replicas per replica type, as the object's spec asks."""
+        specs = (obj.get("spec") or {}).get(self.replica_specs) or {}
+        return {t: int((s or {}).get("replicas", 1)) for t, s in specs.items()}
+
+    def counts(self, obj: dict) -> dict[str, int]:
+        """Pods per workbench role (worker, ps) the object asks for."""
+        out = {labels.ROLE_WORKER: 0, labels.ROLE_PS: 0}
+        for t, n in self.replicas(obj).items():
+            out[self.role_of_type(t)] += n
+        return out
+
+    def worker_range(self, obj: dict) -> tuple[int, int] | None:
+        """(min, max) workers its elastic policy allows, or None: a fixed gang."""
+        elastic = (obj.get("spec") or {}).get("elasticPolicy")
+        if not elastic:
+            return None
+        scaled = dict(self.scaled).get(labels.ROLE_WORKER)
+        fixed = sum(n for t, n in self.replicas(obj).items()
+                    if t != scaled and self.role_of_type(t) == labels.ROLE_WORKER)
+        now = self.replicas(obj).get(scaled, 0)
+        lo = int(elastic.get("minReplicas", now))
+        hi = int(elastic.get("maxReplicas", now))
+        return fixed + max(lo, 0), fixed + max(hi, lo, 0)
+
+    def scale_patch(self, obj: dict, role: str, n: int) -> dict | str:
+        """The merge patch that gives the object `n` pods of `role`, or why it cannot."""
+        scaled = dict(self.scaled).get(role)
+        replicas = self.replicas(obj)
+        if scaled is None or scaled not in replicas:
+            return f"{self.kind} {obj['metadata']['name']} has no replica type to scale {role}s"
+        fixed = sum(c for t, c in replicas.items() if t != scaled and self.role_of_type(t) == role)
+        if n < fixed:
+            return (f"{self.kind} {obj['metadata']['name']} keeps {fixed} {role}s besides its"
+                    f" {scaled} replicas; cannot run {n}")
+        return {"spec": {self.replica_specs: {scaled: {"replicas": n - fixed}}}}
+
+
+PYTORCHJOB = OwnerKind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", "pytorchReplicaSpecs",
+                       scaled=((labels.ROLE_WORKER, "Worker"),))
+TFJOB = OwnerKind("TFJob", "kubeflow.org", "v1", "tfjobs", "tfReplicaSpecs", ps_types=("PS",),
+                  scaled=((labels.ROLE_WORKER, "Worker"), (labels.ROLE_PS, "PS")))
+JOBSET = OwnerKind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets")
+BATCH_JOB = OwnerKind("Job", "batch", "v1", "jobs")
+
+KUBEFLOW_KINDS = (PYTORCHJOB, TFJOB)
+CUSTOM_KINDS = (PYTORCHJOB, TFJOB, JOBSET)
+BY_KIND = {k.kind: k for k in (*CUSTOM_KINDS, BATCH_JOB)}
+
+
+def group_label(pod_labels: dict[str, str]) -> str | None:
+    """The job a pod belongs to by its operator's labels (None: no operator's)."""
+    return pod_labels.get(KF_JOB_NAME) or pod_labels.get(JOBSET_NAME)
+
+
+def role_label(pod_labels: dict[str, str]) -> str | None:
+    """A pod's role by its operator's labels: a Kubeflow PS replica, a JobSet's `ps` job."""
+    t = pod_labels.get(KF_REPLICA_TYPE)
+    if t is not None:
+        return labels.ROLE_PS if t.lower() == "ps" else labels.ROLE_WORKER
+    rj = pod_labels.get(JOBSET_REPLICATED_JOB)
+    if rj is not None:
+        return labels.ROLE_PS if rj.lower() == "ps" else labels.ROLE_WORKER
+    return None
+
+
+__all__ = ["BATCH_JOB", "BY_KIND", "CUSTOM_KINDS", "JOBSET", "KUBEFLOW_KINDS", "OwnerKind",
+           "PYTORCHJOB", "TFJOB", "group_label", "role_label"]
