@@ -207,7 +207,7 @@ def test_up_and_down_leave_no_process(tmp_path):
     cluster = up(tmp_path / "c", nodes=1, gpus_per_node=2)
     entries = dict(cluster.state["components"])
     assert set(entries) == {"etcd", "kube-apiserver", "kube-controller-manager",
-                            "kube-scheduler", "node-emulator"}
+                            "kube-scheduler", "node-emulator", "training-operator"}
     assert all(_proc_start(e["pid"]) == e["start"] for e in entries.values())
     # a second `up` on the same directory refuses instead of starting twice
     with pytest.raises(Exception, match="already running"):

@@ -35,6 +35,8 @@ def register(subparsers) -> None:
                    help="client QPS of controller-manager and scheduler (default: theirs)")
     u.add_argument("--no-scheduler", action="store_true",
                    help="do not start kube-scheduler (the workbench binds pods itself)")
+    u.add_argument("--no-operators", action="store_true",
+                   help="no PyTorchJob, TFJob and JobSet CRDs nor their local operator")
     u.add_argument("--dir", help="state directory (default ~/.cache/workbench/cluster)")
     u.add_argument("--bin-dir", help="directory with etcd and kube-* binaries")
     u.set_defaults(func=_up)
@@ -71,7 +73,7 @@ def _up(args) -> int:
         args.dir, nodes=args.nodes, gpus_per_node=args.gpus_per_node, cpus=args.cpus,
         mem=args.mem, racks=args.racks, gpu_model=args.gpu_model, speed=args.speed,
         api_qps=args.api_qps, scheduler=not args.no_scheduler, bin_dir=args.bin_dir,
-        progress=_say)
+        operators=not args.no_operators, progress=_say)
     _say(f"{len(cluster.node_specs)} emulated nodes × {args.gpus_per_node} GPUs"
          f" ({args.racks} rack{'s' if args.racks != 1 else ''}), speed {args.speed:g}x")
     _say(f"export KUBECONFIG={cluster.kubeconfig}")

@@ -3,6 +3,8 @@
 `LocalCluster` starts etcd, kube-apiserver (TLS on 127.0.0.1, static tokens), then
 kube-controller-manager and kube-scheduler, writes a kubeconfig, registers emulated GPU
 nodes and starts the node emulator (`workbench.k8s.local.emulator`) as a background process.
+Unless `operators=False`, it also installs the PyTorchJob, TFJob and JobSet CRDs (`crds`) and
+starts their minimal operator (`workbench.k8s.local.operator`), another background process.
 Every process it starts is recorded in `DIR/pids.json`, and `down(DIR)` stops exactly those.
 
 Measured here (2 shared cores, load 5-9): `up` with 3 nodes 15-17 s (apiserver ready 8 s),
@@ -148,7 +150,8 @@ class LocalCluster:
                  directory: str | Path | None = None, bin_dir: str | Path | None = None,
                  speed: float = 1.0, api_qps: float | None = None, scheduler: bool = True,
                  controller_manager: bool = True, emulator: bool = True,
-                 timeout: float = 90.0, progress: Progress = _quiet) -> None:
+                 operators: bool = True, timeout: float = 90.0,
+                 progress: Progress = _quiet) -> None:
         self.node_specs = emulated_nodes(nodes, gpus_per_node, cpus, mem, racks, gpu_model)
         if speed <= 0:
             raise ConfigError(f"--speed must be > 0, got {speed}")
@@ -160,6 +163,7 @@ class LocalCluster:
         self.want_scheduler = scheduler
         self.want_controller_manager = controller_manager
         self.want_emulator = emulator
+        self.want_operators = operators
         self.timeout = timeout
         self.progress = progress
         self.state: dict = {}
@@ -173,6 +177,12 @@ class LocalCluster:
     def kubeconfig(self) -> Path:
         assert self.directory is not None
         return self.directory / "kubeconfig"
+
+    @property
+    def operator_ready_file(self) -> Path:
+        """Written by the training operator once its watches have listed."""
+        assert self.directory is not None
+        return self.directory / "training-operator.ready"
 
     @property
     def pids_file(self) -> Path:
@@ -208,8 +218,9 @@ class LocalCluster:
 
     def start(self) -> LocalCluster:
         """Check the binaries, write certificates, tokens and kubeconfigs, start etcd and
-        kube-apiserver, then the controllers, the nodes and the emulator; wait until healthy.
-        On any failure every process started so far is stopped."""
+        kube-apiserver, then the CRDs and their operator, the controllers, the nodes and the
+        emulator; wait until healthy. On any failure every process started so far is
+        stopped."""
         t0 = self._t0 = time.monotonic()
         binaries = self._binaries()
         d = self._fresh_directory()
@@ -217,6 +228,8 @@ class LocalCluster:
         try:
             self._start_etcd(binaries["etcd"], d)
             self._start_apiserver(binaries["kube-apiserver"], d, files)
+            if self.want_operators:
+                self._start_operator(files)
             if self.want_controller_manager:
                 self._start_controller_manager(binaries["kube-controller-manager"], files)
             if self.want_scheduler:
@@ -272,13 +285,15 @@ class LocalCluster:
         starts `self.state` (what `pids.json` records)."""
         pki = write_pki(d / "pki")
         tokens = {who: secrets.token_hex(16) for who in
-                  ("admin", "controller-manager", "scheduler", "emulator")}
+                  ("admin", "controller-manager", "scheduler", "emulator", "operator")}
         (d / "tokens.csv").write_text(
             f'{tokens["admin"]},admin,admin,"system:masters"\n'
             f'{tokens["controller-manager"]},system:kube-controller-manager,'
             "system:kube-controller-manager\n"
             f'{tokens["scheduler"]},system:kube-scheduler,system:kube-scheduler\n'
             f'{tokens["emulator"]},workbench:node-emulator,workbench:node-emulator,'
+            '"system:masters"\n'
+            f'{tokens["operator"]},workbench:training-operator,workbench:training-operator,'
             '"system:masters"\n')
         (d / "tokens.csv").chmod(0o600)
         ports = {name: _free_port() for name in
@@ -287,7 +302,8 @@ class LocalCluster:
         ca_pem = pki["ca.crt"].read_bytes()
         kubeconfigs = {}
         for who, user in (("admin", "admin"), ("controller-manager", "controller-manager"),
-                          ("scheduler", "scheduler"), ("emulator", "node-emulator")):
+                          ("scheduler", "scheduler"), ("emulator", "node-emulator"),
+                          ("operator", "training-operator")):
             path = d / ("kubeconfig" if who == "admin" else f"{who}.kubeconfig")
             path.write_text(json.dumps(kubeconfig_dict(server, ca_pem, tokens[who], user),
                                        indent=2))
@@ -340,6 +356,18 @@ class LocalCluster:
         self.progress(f"kube-apiserver ready at {server}"
                       f" ({self.timings['apiserver_ready']:.1f} s)")
 
+    def _start_operator(self, files: _Credentials) -> None:
+        """Create the CRDs (their Established wait is one of the health checks) and start
+        the operator, whose start-up then overlaps the controllers'."""
+        from .crds import create_crds
+
+        create_crds(self.rest)
+        self.operator_ready_file.unlink(missing_ok=True)
+        self._launch("training-operator", [
+            sys.executable, "-m", "workbench.k8s.local.operator",
+            f"--kubeconfig={files.kubeconfigs['operator']}",
+            f"--ready-file={self.operator_ready_file}"])
+
     def _qps_flags(self) -> list[str]:
         if not self.api_qps:
             return []
@@ -371,8 +399,8 @@ class LocalCluster:
         assert self.directory is not None
         log = self.directory / "logs" / f"{name}.log"
         env = dict(os.environ)
-        if name == "node-emulator":
-            # the emulator is this package: make sure the child imports the same copy
+        if name in ("node-emulator", "training-operator"):
+            # the emulator and the operator are this package: the child imports the same copy
             pkg_root = str(Path(__file__).resolve().parents[3])
             env["PYTHONPATH"] = os.pathsep.join(
                 [pkg_root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
@@ -432,10 +460,19 @@ class LocalCluster:
                 f"https://127.0.0.1:{ports['scheduler']}/healthz")))
         if self.want_emulator and self.node_specs:
             checks.append(("emulated nodes Ready", self._nodes_ready))
+        if self.want_operators:
+            checks.append(("CRDs established", self._crds_served))
+            checks.append(("training operator watching", self.operator_ready_file.exists))
         for what, check in checks:
             self._wait(what, check)
             self.timings[what] = time.monotonic() - self._t0
             self.progress(f"{what} ({self.timings[what]:.1f} s)")
+
+    def _crds_served(self) -> bool:
+        from ..kinds import CUSTOM_KINDS
+        from .crds import served
+
+        return all(served(self.rest, k) for k in CUSTOM_KINDS)
 
     def _default_sa_ready(self) -> bool:
         try:
