@@ -4,6 +4,7 @@ Per plugin and seed it prints the allocated GPU share when the requested GPUs re
 130% of the cluster's capacity, the fragmentation ratio (fragmented ÷ unallocated GPU capacity,
 measured against the pod list's task shapes) at both points, and the failed pods; then the
 mean ± sd over seeds. `--plot` writes the curves (.svg, .csv, or .png with matplotlib).
+`--protocol artifact` replays as the FGD paper's simulator does instead (docs/openb-results.md).
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "openb", help="replay an Alibaba openb pod list with GPU-sharing placement plugins",
         description="Pods drawn uniformly with replacement (seeded) until requested GPUs reach "
-                    "130%% of the GPU node list's capacity; each placed once on arrival, never "
-                    "leaving; failures counted (FGD, USENIX ATC '23). The openb files are not "
+                    "130% of the GPU node list's capacity; each placed once on arrival, never "
+                    "leaving; failures counted (FGD, USENIX ATC '23); --protocol artifact "
+                    "replays as the FGD artifact's simulator does. The openb files are not "
                     "shipped: by default they are read from ../shared/data/openb.")
     parser.add_argument("--data", help="directory of the openb CSVs (default ../shared/data/openb)")
     parser.add_argument("--pods", default="default",
@@ -35,9 +37,14 @@ def register(subparsers) -> None:
     parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
     parser.add_argument("--load", type=float, default=1.3,
                         help="stop when requested GPUs reach this share of capacity (1.3)")
-    parser.add_argument("--coverage", type=float, default=1.0,
+    parser.add_argument("--coverage", type=float, default=None,
                         help="share of pods whose shapes form FGD's target workload, most "
-                             "popular first (default 1.0: all; the paper's simulator uses 0.95)")
+                             "popular first (default 1.0: all; 0.95 under --protocol artifact, "
+                             "as the paper's simulator)")
+    parser.add_argument("--protocol", default="default",
+                        help="default: pods drawn with replacement and shuffled, our plugin "
+                             "scores; artifact: the FGD artifact's workload tuning, integer "
+                             "scores and bucketed allocation (docs/openb-results.md)")
     parser.add_argument("--plot", metavar="FILE",
                         help="write the mean curves: .svg, .csv, or .png (needs matplotlib)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -82,7 +89,11 @@ def run(args) -> int:
         raise ConfigError("--seeds must be at least 1")
     if not 0 < args.load <= 5:
         raise ConfigError("--load must be in (0, 5]")
-    if not 0 < args.coverage <= 1:
+    protocol = replay.check_protocol(args.protocol)
+    coverage = args.coverage
+    if coverage is None:
+        coverage = replay.ARTIFACT_COVERAGE if protocol == "artifact" else 1.0
+    if not 0 < coverage <= 1:
         raise ConfigError("--coverage must be in (0, 1]")
     plugins = _plugins(args.plugins)
     if args.plot:
@@ -100,18 +111,22 @@ def run(args) -> int:
 
     replays = []
     for name, path in pod_lists:
-        workload = replay.prepare_workload(load_openb_pods(path), name, args.coverage)
-        replays += replay.run(nodes, workload, plugins, seeds, load=args.load, progress=progress)
+        workload = replay.prepare_workload(load_openb_pods(path), name, coverage)
+        replays += replay.run(nodes, workload, plugins, seeds, load=args.load, progress=progress,
+                              protocol=protocol)
     per_seed = [r.summary(loads) for r in replays]
     means = replay.mean_rows(replays, loads)
     result = {
         "nodes": str(node_path), "pod_lists": {n: str(p) for n, p in pod_lists},
-        "gpus": replays[0].capacity_gpus, "load": args.load, "coverage": args.coverage,
+        "gpus": replays[0].capacity_gpus, "load": args.load, "coverage": coverage,
+        "protocol": protocol,
         "seeds": list(seeds), "runs": per_seed, "mean": means,
     }
+    when = ("mean over the pods whose requested GPUs round to that % of capacity"
+            if protocol == "artifact" else "once requested GPUs reach that share of capacity")
     notes = [(f"cluster: {len(nodes)} nodes, {replays[0].capacity_gpus:g} GPUs ({node_path}); "
-             f"alloc = allocated GPUs ÷ all GPUs once requested GPUs reach that share of "
-             f"capacity; frag = fragmented ÷ unallocated GPU capacity")]
+             f"protocol {protocol}; alloc = allocated GPUs ÷ all GPUs, {when}; "
+             f"frag = fragmented ÷ unallocated GPU capacity")]
     if args.plot:
         for name, _ in pod_lists:
             target = args.plot

@@ -23,6 +23,10 @@ A sharing task goes on the fullest GPU of the node that fits (best fit, as in th
 simulator), except under `random` (any GPU that fits) and `dot-product` and `fgd` (the GPU
 their score picks). Ties between equally good nodes are broken with `rng`, like the Kubernetes
 scheduler does. Units and fit rules: `workbench.placement.state`.
+
+`ARTIFACT_PLUGINS` holds the same six names scored as the FGD paper's simulator scores them
+(integer scores, fixed normalisers, its GPU selection): `workbench openb --protocol artifact`.
+Ours stay the default; docs/openb-results.md lists what differs.
 """
 
 from __future__ import annotations
@@ -190,6 +194,143 @@ def choose_fgd(state: PlacementState, task: Task, rng: np.random.Generator) -> C
     return node, (int(np.flatnonzero(state.gpu_free[node] == value)[0]),)
 
 
+# ---- the FGD artifact's scoring (`workbench openb --protocol artifact`) ------------------
+#
+# The same six rules as the FGD paper's simulator (hkust-adsl/kubernetes-scheduler-simulator)
+# scores them, written anew: each node gets an integer score in 0..100 (the Kubernetes
+# scheduler's range, fractions truncated), every node with the top score is equally likely
+# (the scheduler's host selection), scores are normalised by the simulator's fixed largest node
+# (128 CPUs, 8 GPUs), and the GPU of a sharing pod is the fullest that fits (its "best" GPU
+# selection) except under random (any that fits) and FGD (its own pick).
+
+MAX_SCORE = 100
+SPEC_CPU = 128_000  # milli-CPU of the artifact's normalising node
+SPEC_GPU = 8 * MILLI  # milli-GPU of the artifact's normalising node
+
+
+def _pick_max(scores: np.ndarray, rng: np.random.Generator) -> int:
+    """Index of the largest score; equal ones drawn at random."""
+    ties = np.flatnonzero(scores == scores.max())
+    return int(ties[0] if len(ties) == 1 else ties[rng.integers(len(ties))])
+
+
+def _truncate(x: np.ndarray) -> np.ndarray:
+    """A float score to the scheduler's integer (truncated toward zero, as a Go int64 cast)."""
+    return np.trunc(x).astype(np.int64)
+
+
+def artifact_best_fit(state: PlacementState, task: Task, rng: np.random.Generator
+                      ) -> Choice | None:
+    """100 x (1 - CPU and GPU left after placing, each / the fixed largest node, weighted 1/2):
+    one score point is 2.56 cores or 160 milli-GPU of leftover."""
+    nodes = np.flatnonzero(state.feasible(task))
+    if not len(nodes):
+        return None
+    left = (state.cpu_free[nodes] - task.cpu_milli) / SPEC_CPU * 0.5
+    left = left + (state.gpu_free_total[nodes] - task.gpu_total) / SPEC_GPU * 0.5
+    node = int(nodes[_pick_max(_truncate((1.0 - left) * MAX_SCORE), rng)])
+    return node, _best_fit_gpu(state, node, task)
+
+
+def artifact_dot_product(state: PlacementState, task: Task, rng: np.random.Generator
+                         ) -> Choice | None:
+    """Tetris with the GPU dimension merged (the artifact's `-dimext merge -norm max`): the
+    node's free (CPU, all GPU milli) dotted with the pod's (CPU, GPU milli), both / the fixed
+    largest node, halved; score 100 x (1 - that). The GPU: the fullest that fits."""
+    nodes = np.flatnonzero(state.feasible(task))
+    if not len(nodes):
+        return None
+    dot = (state.cpu_free[nodes] / SPEC_CPU) * (task.cpu_milli / SPEC_CPU)
+    dot = dot + (state.gpu_free_total[nodes] / SPEC_GPU) * (task.gpu_total / SPEC_GPU)
+    node = int(nodes[_pick_max(_truncate(MAX_SCORE * (1.0 - dot / 2)), rng)])
+    return node, _best_fit_gpu(state, node, task)
+
+
+def artifact_gpu_packing(state: PlacementState, task: Task, rng: np.random.Generator
+                         ) -> Choice | None:
+    """Scores, best first: the fullest fitting GPU is partly used: 100 - its free milli // 100
+    (so GPUs within the same 100 milli tie); free GPUs of a partly used node: 50 - the GPUs
+    taken (at least 33); an idle node: 33 - its GPUs. A CPU-only pod scores 0 everywhere."""
+    nodes = np.flatnonzero(state.feasible(task))
+    if not len(nodes):
+        return None
+    if not task.num_gpu:
+        return int(nodes[rng.integers(len(nodes))]), ()
+    gpus = state.gpu_count[nodes]
+    idle = state.full_count[nodes] == gpus
+    score = np.where(idle, np.maximum(MAX_SCORE // 3 - gpus, gpus),
+                     max(MAX_SCORE // 2 - task.num_gpu, MAX_SCORE // 3))
+    if task.shared:
+        best = _shared_best_values(state, nodes, task)
+        on_used_gpu = ~idle & (best < MILLI)
+        score = np.where(on_used_gpu,
+                         np.maximum(MAX_SCORE - (best * 100 // MILLI) // 10, MAX_SCORE // 2),
+                         score)
+    node = int(nodes[_pick_max(score, rng)])
+    return node, _best_fit_gpu(state, node, task)
+
+
+def artifact_gpu_clustering(state: PlacementState, task: Task, rng: np.random.Generator
+                            ) -> Choice | None:
+    """A quarter of the range per tier (only this GPU kind on the node, this kind among others,
+    no GPU pod, other kinds only), plus up to 25 points for fuller nodes: 25 x (8000 - free
+    GPU milli) // 8000, so nodes within 320 milli of free GPU tie. CPU-only pods score 0."""
+    nodes = np.flatnonzero(state.feasible(task))
+    if not len(nodes):
+        return None
+    if not task.num_gpu:
+        return int(nodes[rng.integers(len(nodes))]), ()
+    kinds = state.kinds[nodes] > 0
+    same, n_kinds = kinds[:, task.kind], kinds.sum(axis=1)
+    tier = np.where(same, np.where(n_kinds == 1, 3, 2), np.where(n_kinds == 0, 1, 0))
+    quarter = MAX_SCORE // 4
+    score = tier * quarter + quarter * (SPEC_GPU - state.gpu_free_total[nodes]) // SPEC_GPU
+    node = int(nodes[_pick_max(score, rng)])
+    return node, _best_fit_gpu(state, node, task)
+
+
+def fgd_score(delta_milli: np.ndarray) -> np.ndarray:
+    """The artifact's FGD score of a placement that changes the node's expected fragment by
+    `delta_milli` (milli-GPU; negative = less fragment): 100 x sigmoid(-delta in GPUs),
+    truncated. 50 for no change; near 0 one point is about 40 milli-GPU."""
+    x = -np.round(np.asarray(delta_milli, dtype=np.float64), 6) / MILLI
+    return _truncate(1.0 / (1.0 + np.exp(-x)) * MAX_SCORE)
+
+
+def artifact_fgd(state: PlacementState, task: Task, rng: np.random.Generator) -> Choice | None:
+    """FGD with integer scores: a node scores its best GPU's `fgd_score`; the node is drawn
+    among the top-scoring ones; a sharing pod takes the lowest-numbered GPU of that node with
+    the node's score."""
+    nodes = np.flatnonzero(state.feasible(task))
+    if not len(nodes):
+        return None
+    index = state.fragmentation_index()
+    _, first, group = np.unique(state.signature[nodes], return_index=True, return_inverse=True)
+    group = group.reshape(-1)
+    reps = nodes[first]
+    if task.shared:
+        values = np.sort(state.gpu_free[reps], axis=1)
+        distinct = np.ones(values.shape, dtype=bool)
+        distinct[:, 1:] = values[:, 1:] != values[:, :-1]
+        rows, cols = np.nonzero(distinct & (values >= task.gpu_milli))
+        cand_values = values[rows, cols]
+        score = fgd_score(index.delta_shared(reps[rows], cand_values, task.cpu_milli,
+                                             task.mem_mib, task.gpu_milli))
+        rep_score = np.full(len(reps), -1, dtype=np.int64)
+        np.maximum.at(rep_score, rows, score)
+    else:
+        rep_score = fgd_score(index.delta_exclusive(reps, task.cpu_milli, task.mem_mib,
+                                                    task.num_gpu))
+    i = _pick_max(rep_score[group], rng)
+    node = int(nodes[i])
+    if not task.shared:
+        return node, _exclusive_gpus(state, node, task)
+    r = group[i]
+    best_values = cand_values[(rows == r) & (score == rep_score[r])]
+    row = state.gpu_free[node]
+    return node, (int(np.flatnonzero(np.isin(row, best_values))[0]),)
+
+
 PlacementPlugin = Callable[[PlacementState, Task, np.random.Generator], "Choice | None"]
 
 PLACEMENT_PLUGINS: dict[str, PlacementPlugin] = {
@@ -202,6 +343,19 @@ PLACEMENT_PLUGINS: dict[str, PlacementPlugin] = {
 }
 
 
+# The same names scored as the FGD artifact scores them (random is the same rule in both).
+ARTIFACT_PLUGINS: dict[str, PlacementPlugin] = {
+    "random": choose_random,
+    "dot-product": artifact_dot_product,
+    "gpu-clustering": artifact_gpu_clustering,
+    "gpu-packing": artifact_gpu_packing,
+    "best-fit": artifact_best_fit,
+    "fgd": artifact_fgd,
+}
+
+SCORINGS = {"default": PLACEMENT_PLUGINS, "artifact": ARTIFACT_PLUGINS}
+
+
 def check_plugin(name: str, what: str = "placement") -> str:
     """`name` if it is a placement plugin, else a one-line ConfigError starting with `what`."""
     if name not in PLACEMENT_PLUGINS:
@@ -210,6 +364,10 @@ def check_plugin(name: str, what: str = "placement") -> str:
     return name
 
 
-def get_plugin(name: str) -> PlacementPlugin:
-    """The plugin `name`; a one-line ConfigError if there is none."""
-    return PLACEMENT_PLUGINS[check_plugin(name)]
+def get_plugin(name: str, scoring: str = "default") -> PlacementPlugin:
+    """The plugin `name`, scored our way (`default`) or the FGD artifact's (`artifact`); a
+    one-line ConfigError if there is none."""
+    if scoring not in SCORINGS:
+        raise ConfigError(f"placement scoring: unknown {scoring!r}; known: "
+                          f"{', '.join(SCORINGS)}")
+    return SCORINGS[scoring][check_plugin(name)]

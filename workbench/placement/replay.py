@@ -11,6 +11,13 @@ task-size distribution (`workbench.placement.fragmentation`).
 Every plugin sees the same pod sequence for a seed; the plugin's own tie-breaking draws come
 from a second generator derived from the same seed. Measured results for every openb pod list,
 10 seeds each: docs/openb-results.md. The curves are drawn by `placement.curves`.
+
+`protocol="artifact"` replays as the FGD paper's simulator (hkust-adsl/kubernetes-scheduler-
+simulator) runs its experiments: every pod of the list once in a random order, then pods drawn
+with replacement appended until one more would pass `load` x capacity (or, for a list that
+asks for more, pods removed at random until it fits); the plugins scored as that simulator
+scores them (`plugins.ARTIFACT_PLUGINS`); allocation at a load is the mean over the pods whose
+arrived GPUs round to that percentage of capacity. What differs, and why: docs/openb-results.md.
 """
 
 from __future__ import annotations
@@ -31,6 +38,15 @@ from .state import PlacementState, Task
 
 DEFAULT_LOAD = 1.3
 FRAG_STEP = 0.05  # fragmentation is sampled every 5% of requested load
+PROTOCOLS = ("default", "artifact")
+ARTIFACT_COVERAGE = 0.95  # the artifact's target workload: shapes of 95% of the pods
+
+
+def check_protocol(name: str) -> str:
+    """`name` if it is a replay protocol, else a one-line ConfigError."""
+    if name not in PROTOCOLS:
+        raise ConfigError(f"--protocol: unknown {name!r}; known: {', '.join(PROTOCOLS)}")
+    return name
 
 
 @dataclass
@@ -41,6 +57,7 @@ class OpenbWorkload:
     tasks: list[Task]
     requested: np.ndarray  # GPUs each pod requests
     classes: TaskClasses
+    per_gpu: np.ndarray | None = None  # share of one GPU each pod asks per GPU (0: CPU-only)
 
     def __len__(self) -> int:
         return len(self.tasks)
@@ -63,7 +80,7 @@ def prepare_workload(pods: pd.DataFrame, name: str = "", coverage: float = 1.0) 
         tasks.append(task)
     classes = task_classes(cpu, num, milli, gpu_models, coverage=coverage)
     return OpenbWorkload(name or str(pods.attrs.get("path", "")), tasks,
-                         num * milli / MILLI, classes)
+                         num * milli / MILLI, classes, np.where(num > 0, milli, 0) / MILLI)
 
 
 def draw_pods(requested: np.ndarray, capacity_gpus: float, rng: np.random.Generator,
@@ -88,6 +105,41 @@ def draw_pods(requested: np.ndarray, capacity_gpus: float, rng: np.random.Genera
     return rng.permutation(np.concatenate(drawn))
 
 
+def draw_pods_artifact(requested: np.ndarray, per_gpu: np.ndarray, capacity_gpus: float,
+                       rng: np.random.Generator, load: float = DEFAULT_LOAD) -> np.ndarray:
+    """The FGD artifact's workload tuning: every pod of the list once, in a random order; if
+    they request less than `load` x capacity, pods drawn uniformly with replacement are
+    appended (in draw order) until the next draw would pass it; if more, pods are removed at
+    random until they fit. The artifact's stop test adds the drawn pod's per-GPU share, not
+    its total (`per_gpu`), so a multi-GPU pod can carry the total past the target: kept as
+    it is."""
+    n = len(requested)
+    total = float(requested.sum())
+    if total <= 0:
+        raise ConfigError("the pod list requests no GPUs: nothing to fill the cluster with")
+    target = load * capacity_gpus
+    order = rng.permutation(n)
+    if total > target + 1e-9:  # remove pods at random (without replacement) until it fits
+        removal = rng.permutation(n)
+        left = total - np.cumsum(requested[order[removal]])
+        cut = int(np.searchsorted(-left, -target - 1e-9))  # first removal that fits
+        keep = np.ones(n, dtype=bool)
+        keep[removal[: cut + 1]] = False
+        return order[keep]
+    extra, got = [], total
+    chunk = int(np.ceil(1.1 * (target - total) / (total / n))) + 16
+    while True:
+        idx = rng.integers(0, n, chunk)
+        before = got + np.concatenate(([0.0], np.cumsum(requested[idx])[:-1]))
+        over = np.flatnonzero(before + per_gpu[idx] > target + 1e-9)
+        if len(over):
+            extra.append(idx[: over[0]])
+            break
+        extra.append(idx)
+        got = float(before[-1] + requested[idx[-1]])
+    return np.concatenate([order, *extra])
+
+
 @dataclass
 class Replay:
     """One plugin on one seed. Arrays have one entry per arriving pod."""
@@ -103,6 +155,7 @@ class Replay:
     frag_share: np.ndarray  # fragmented / all GPU capacity
     seconds: float
     workload: str = ""
+    protocol: str = "default"
 
     @property
     def failed(self) -> int:
@@ -113,7 +166,13 @@ class Replay:
         return min(i, len(self.requested) - 1)
 
     def allocated_at(self, load: float) -> float:
-        """Allocated GPU share once the requested GPUs first reach `load` of capacity."""
+        """Allocated GPU share at `load`: under the default protocol, once the requested GPUs
+        first reach `load` of capacity; under the artifact's, the mean over the pods whose
+        requested GPUs round to that whole percentage (if none, to within one point of it)."""
+        if self.protocol == "artifact":
+            share = bucket_mean(self.requested, self.allocated, load)
+            if share is not None:
+                return share
         return float(self.allocated[self._at(load)])
 
     def fragmentation_at(self, load: float) -> tuple[float, float]:
@@ -135,14 +194,31 @@ class Replay:
         return row
 
 
+def bucket_mean(requested: np.ndarray, allocated: np.ndarray, load: float) -> float | None:
+    """The artifact's reading of an allocation curve at `load`: the mean allocated share over
+    the pods whose requested load, in whole percent (rounded half to even), equals `load`'s;
+    if there are none, over those within one point; None if still none."""
+    pct = np.round(np.asarray(requested) * 100)
+    target = round(load * 100)
+    hit = pct == target
+    if not hit.any():
+        hit = np.abs(pct - target) <= 1
+    return float(np.mean(np.asarray(allocated)[hit])) if hit.any() else None
+
+
 def replay(nodes: Sequence[Node], workload: OpenbWorkload, plugin: str, seed: int, *,
-           load: float = DEFAULT_LOAD) -> Replay:
-    choose = get_plugin(plugin)
+           load: float = DEFAULT_LOAD, protocol: str = "default") -> Replay:
+    choose = get_plugin(plugin, check_protocol(protocol))
     state = PlacementState.from_nodes(nodes, workload.classes)
     capacity = state.total_gpu_milli / MILLI
     if capacity <= 0:
         raise ConfigError("the node list has no GPUs")
-    order = draw_pods(workload.requested, capacity, np.random.default_rng(seed), load)
+    if protocol == "artifact":
+        per_gpu = workload.per_gpu if workload.per_gpu is not None else workload.requested
+        order = draw_pods_artifact(workload.requested, per_gpu, capacity,
+                                   np.random.default_rng(seed), load)
+    else:
+        order = draw_pods(workload.requested, capacity, np.random.default_rng(seed), load)
     rng = np.random.default_rng([seed, 1])
     requested = np.cumsum(workload.requested[order]) / capacity
     allocated = np.empty(len(order))
@@ -173,15 +249,16 @@ def replay(nodes: Sequence[Node], workload: OpenbWorkload, plugin: str, seed: in
     seconds = time.perf_counter() - start
     return Replay(plugin, seed, capacity, requested, allocated / state.total_gpu_milli, placed,
                   np.array(frag_load), np.array(frag_ratio), np.array(frag_share), seconds,
-                  workload.name)
+                  workload.name, protocol)
 
 
 def run(nodes: Sequence[Node], workload: OpenbWorkload, plugins: Iterable[str],
-        seeds: Iterable[int], *, load: float = DEFAULT_LOAD, progress=None) -> list[Replay]:
+        seeds: Iterable[int], *, load: float = DEFAULT_LOAD, progress=None,
+        protocol: str = "default") -> list[Replay]:
     out = []
     for seed in seeds:
         for plugin in plugins:
-            out.append(replay(nodes, workload, plugin, seed, load=load))
+            out.append(replay(nodes, workload, plugin, seed, load=load, protocol=protocol))
             if progress:
                 progress(out[-1])
     return out
