@@ -1,10 +1,12 @@
-"""`workbench k8s manifests|submit`: run the scheduler in a cluster; submit a trace as Jobs."""
+"""`workbench k8s manifests|submit`: run the scheduler in a cluster; submit a trace as Jobs
+(batch/v1, or PyTorchJobs, TFJobs or JobSets where their CRDs are installed)."""
 
 from __future__ import annotations
 
 import time
 
 from ..errors import ConfigError, WorkbenchError
+from ..k8s.manifests import KINDS
 from ..output import emit
 
 
@@ -24,12 +26,17 @@ def register(subparsers) -> None:
     m.add_argument("--json", action="store_true", help="a JSON list instead of YAML")
     m.set_defaults(func=_manifests)
 
-    s = sub.add_parser("submit", help="create batch/v1 Jobs (schedulerName workbench) from a trace")
+    s = sub.add_parser("submit", help="create batch/v1 Jobs, PyTorchJobs, TFJobs or JobSets"
+                       " (schedulerName workbench) from a trace")
     s.add_argument("trace", help="workload: default, philly[:PATH], pollux:PATH,"
                    " synthetic[:k=v,...], or a CSV path (as `workbench simulate --trace`)")
     s.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     s.add_argument("--namespace", default="default")
     s.add_argument("--limit", type=int, default=None, help="only the first N jobs")
+    s.add_argument("--kind", default="job", choices=KINDS,
+                   help="what each job becomes: batch/v1 Jobs (default), a Kubeflow PyTorchJob"
+                        " (all-reduce jobs; elastic when the job has a worker range), a TFJob,"
+                        " or a JobSet")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--image", default=None, help="training image (default: one for emulated nodes)")
     s.add_argument("--command", default=None, help="container command, as one shell string")
@@ -90,9 +97,12 @@ def _submit(args) -> int:
             deadline = now + offset + (spec.deadline - spec.arrival) / \
                 (args.time_scale if args.replay else 1.0)
         spec = spec.with_(arrival=now + offset, deadline=deadline)
-        manifests += training_jobs(spec, args.namespace, arrival=spec.arrival,
-                                   image=args.image or DEFAULT_IMAGE, command=command,
-                                   service_account=args.service_account)
+        try:
+            manifests += training_jobs(spec, args.namespace, arrival=spec.arrival,
+                                       image=args.image or DEFAULT_IMAGE, command=command,
+                                       service_account=args.service_account, kind=args.kind)
+        except ValueError as e:
+            raise ConfigError(f"--kind {args.kind}: {e}") from None
     if args.dry_run:
         from ..k8s.manifests import to_yaml
         print(to_yaml(manifests), end="")
@@ -105,7 +115,7 @@ def _submit(args) -> int:
     emit({"namespace": args.namespace, "jobs": rows, "objects_created": created},
          as_json=args.json,
          tables={f"{len(rows)} jobs submitted to namespace {args.namespace}"
-                 f" ({created} batch/v1 Jobs)": rows[:50]},
+                 f" ({created} {_KIND_NAMES[args.kind]})": rows[:50]},
          notes=[f"... and {len(rows) - 50} more"] if len(rows) > 50 else [])
     return 0
 
@@ -116,13 +126,15 @@ def _create_all(args, manifests: list[dict]) -> int:
     from kubernetes.client.exceptions import ApiException
 
     from ..k8s.backend import load_api_client
+    from ..k8s.manifests import manifest_path
     from ..k8s.rest import Rest
 
     rest = Rest(load_api_client(args.kubeconfig, pool_size=16))
+    _check_installed(rest, manifests[0])
 
     def create(m: dict) -> str | None:
         try:
-            rest.post(f"/apis/batch/v1/namespaces/{args.namespace}/jobs", m)
+            rest.post(manifest_path(m), m)
             return None
         except ApiException as e:
             return f"{m['metadata']['name']}: {e.status} {e.reason}"
@@ -132,6 +144,32 @@ def _create_all(args, manifests: list[dict]) -> int:
     with ThreadPoolExecutor(8) as pool:
         errors = [e for e in pool.map(create, manifests) if e]
     if errors:
-        raise WorkbenchError(f"{len(errors)} of {len(manifests)} Jobs not created; first:"
+        raise WorkbenchError(f"{len(errors)} of {len(manifests)} objects not created; first:"
                              f" {errors[0]}")
     return len(manifests)
+
+
+_KIND_NAMES = {"job": "batch/v1 Jobs", "pytorchjob": "PyTorchJobs", "tfjob": "TFJobs",
+               "jobset": "JobSets"}
+
+
+def _check_installed(rest, manifest: dict) -> None:
+    """One line, before anything is created, when the cluster lacks the kind's CRD."""
+    from kubernetes.client.exceptions import ApiException
+
+    from ..k8s import kinds
+
+    k = kinds.BY_KIND[manifest["kind"]]
+    if k is kinds.BATCH_JOB:
+        return
+    try:
+        found = rest.get(f"/apis/{k.group}/{k.version}")
+    except ApiException as e:
+        if e.status != 404:
+            raise WorkbenchError(f"cannot read the API group {k.api_version}: {e.status}"
+                                 f" {e.reason}") from None
+        found = {}
+    if not any(r.get("name") == k.plural for r in found.get("resources") or []):
+        raise ConfigError(f"--kind {k.kind.lower()}: the cluster has no {k.kind} CRD"
+                          f" ({k.plural}.{k.group}, {k.api_version}); install its operator"
+                          f" first")
