@@ -266,6 +266,30 @@ def test_an_elastic_pytorchjob_is_scaled_through_its_worker_replicas(cluster, na
 
 
 @pytest.mark.integration
+def test_a_tfjob_with_a_worker_range_is_scaled_through_its_replica_specs(cluster, namespace):
+    """A TFJob (2 Workers, 1 PS) whose annotations allow 1..4 workers: optimus resizes it by
+    patching its Worker (and PS) replicas, and it runs to completion on what they say."""
+    backend = _backend(cluster, namespace)
+    try:
+        spec = _timed(_spec("tfe", workers=2, ps=1, lo=1, hi=4, app="resnet-50"), backend.now)
+        _create(cluster, namespace, spec, "tfjob")
+        from k8s_helpers import until
+
+        until("the job's pods", lambda: len(backend.observe().jobs) == 1, timeout=60)
+        assert backend.observe().jobs["tfe"].spec.max_workers == 4
+        _run(backend, "optimus")
+        (job,) = backend.finished
+        assert job.state.value == "completed", job.reason
+        # optimus sizes a PS job by its fitted speed: here fewer workers than submitted
+        assert (job.target_workers, job.target_ps) != (2, 1), "optimus did not resize the job"
+        obj = cluster.rest.get(kinds.TFJOB.path(namespace, "tfe"))
+        replicas = kinds.TFJOB.replicas(obj)
+        assert (replicas["Worker"], replicas["PS"]) == (job.target_workers, job.target_ps)
+    finally:
+        backend.close()
+
+
+@pytest.mark.integration
 def test_an_elastic_jobset_is_scaled_through_its_child_job_and_completes(cluster, namespace):
     """A JobSet whose one replicated job holds the workers (2 to start, 1..4 allowed): its
     pods are one job with the JobSet's name, optimus grows it by patching the child Job's
