@@ -174,7 +174,7 @@ def test_restart_penalty_and_caps_are_the_artifacts():
     a.restarts = 3
     assert pol.restart_factor(a, 600.0) == pytest.approx(510 / 630)
     assert pol.cap(a, pol.agent(a), 16) == 1  # nothing profiled yet: max(2 x 0, 1)
-    pol.agent(a).points[(1, 2, 64)] = (0.1, 0.01)
+    pol.agent(a).profile((1, 2, 64), (0.1, 0.01))
     assert pol.cap(a, pol.agent(a), 16) == 4  # 2 x the most replicas profiled
     assert pol.cap(n, pol.agent(n), 16) == 1  # ncf: one replica
 

@@ -397,7 +397,7 @@ def job_changes(a: dict[str, JobStatus], b: dict[str, JobStatus], name_a: str, n
         if delta < 1.0:
             continue
         rows.append({"job": name, name_a: _outcome(ja), name_b: _outcome(jb), "_delta": delta})
-    rows.sort(key=lambda r: -r["_delta"])
+    rows.sort(key=lambda r: (-r["_delta"], r["job"]))  # ties by name: the same list every run
     df = pd.DataFrame(rows[:top], columns=["job", name_a, name_b, "_delta"])
     return df.drop(columns="_delta")
 

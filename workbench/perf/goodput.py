@@ -39,7 +39,6 @@ finishes exactly when the epoch-by-epoch accounting says; see the function).
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 from collections import namedtuple
@@ -140,7 +139,7 @@ class AppGoodput:
 
     def epoch_of(self, progress: float) -> int:
         """The epoch a job is in at `progress` (progress units), at most the last."""
-        return min(bisect.bisect_right(self.epoch_ends.tolist(), progress), self.epochs - 1)
+        return min(int(np.searchsorted(self.epoch_ends, progress, side="right")), self.epochs - 1)
 
     def grad_stats(self, batch: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
         """(sqr, var), each (len(batch) x epochs): linear in batch between measured sizes,

@@ -34,6 +34,7 @@ smaller option. The search space leaves out multi-node shapes that are not whole
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from dataclasses import dataclass, field
@@ -76,10 +77,13 @@ class Agent:
     grad: tuple[float, float] | None = None  # (sqr, var) of its batch in its current epoch
     model: GoodputModel | None = None
     goodputs: dict[tuple[int, int], float] = field(default_factory=dict)
+    seen: tuple | None = None  # (placement counts, epoch) of its last observation
+    max_profiled_replicas: int = 0  # the most replicas among `points` (kept by `profile`)
 
-    @property
-    def max_profiled_replicas(self) -> int:
-        return max((k[1] for k in self.points), default=0)
+    def profile(self, key: tuple[int, int, int], point: tuple[float, float]) -> None:
+        """Record the step and sync times measured at `key` (nodes, replicas, atomic)."""
+        self.points[key] = point
+        self.max_profiled_replicas = max(self.max_profiled_replicas, key[1])
 
 
 def epoch_of(perf, job: JobStatus) -> int:
@@ -138,6 +142,9 @@ class PolluxPolicy(Policy):
         app = app_goodput(self.perf, job.spec.application)
         counts = placement_counts(job.workers)
         epoch = epoch_of(self.perf, job)
+        if agent.seen == (counts, epoch):  # the same point as last round: nothing to re-fit
+            return
+        agent.seen = (counts, epoch)
         if agent.fixed_batch is None:  # the batch it runs there (perf.goodput.Trajectory)
             run = app.trajectory(counts)
             atomic, accum = int(run.atomic[epoch]), int(run.accum[epoch])
@@ -150,7 +157,7 @@ class PolluxPolicy(Policy):
         key = (len(counts), sum(counts), atomic)
         changed = grad != agent.grad
         if key not in agent.points:
-            agent.points[key] = self.perf.step_and_sync(job.spec.application, counts, atomic)
+            agent.profile(key, self.perf.step_and_sync(job.spec.application, counts, atomic))
             changed = True
         agent.grad = grad
         if changed:
@@ -251,8 +258,10 @@ class PolluxPolicy(Policy):
         if current:
             counts = placement_counts(current)
             s = self.speedup(agent, len(counts), sum(counts), fair)
-            out.append((sum(counts), self.cost(s * share), current))
-        out.sort(key=lambda o: (o[0], o[1]))
+            kept = (sum(counts), self.cost(s * share), current)
+            # `out` ascends in GPUs (distinct sizes): the kept placement goes where a stable
+            # sort by (GPUs, cost) would put it
+            bisect.insort_right(out, kept, key=lambda o: (o[0], o[1]))
         return out
 
     def choose(self, options: list[list], budget: int) -> list[int]:
