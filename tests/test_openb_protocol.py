@@ -22,6 +22,7 @@ from workbench.placement.plugins import (
     PLACEMENT_PLUGINS,
     artifact_best_fit,
     artifact_fgd,
+    artifact_gpu_clustering,
     artifact_gpu_packing,
     choose_fgd,
     choose_gpu_packing,
@@ -124,26 +125,33 @@ def test_artifact_fgd_ties_within_a_score_point():
     assert artifact_fgd(state, task, rng) == (0, (1,))
 
 
-def test_artifact_fgd_draws_among_top_scoring_nodes():
+def test_artifact_fgd_gives_a_tie_to_the_top_ranked_node():
     state = one_class_state([[530, 0], [520, 0], [1000, 0]])
     task = Task(0, 0, 1, 500)
     # node 2: 1000 -> 500, no fragment: score 50; nodes 0 and 1: 49
     picks = {artifact_fgd(state, task, np.random.default_rng(s))[0] for s in range(10)}
     assert picks == {2}
     state = one_class_state([[530, 0], [520, 0]])
+    # 49 and 49: a tie. The artifact's scheduler keeps the node whose name sorts first, and its
+    # names start with a rank drawn once per run: the same node every time, never a draw.
     picks = {artifact_fgd(state, task, np.random.default_rng(s))[0] for s in range(30)}
-    assert picks == {0, 1}  # 49 and 49: a tie, drawn at random
+    assert picks == {0}  # no rank set: node order
+    state.tie_rank = np.array([1, 0])
+    picks = {artifact_fgd(state, task, np.random.default_rng(s))[0] for s in range(30)}
+    assert picks == {1}
 
 
 def test_artifact_best_fit_by_hand():
     # leftover (CPU 56 of 128 cores, 3 of 8 GPUs): 0.5 x 0.4375 + 0.5 x 0.375 = 0.40625 ->
     # score trunc(59.375) = 59; the other node leaves 0.5 more cores: 0.408203 -> 59 as well,
-    # so both are drawn, where best-fit proper always takes the tighter one.
     state = one_class_state([[1000, 1000, 1000, 1000]] * 2)
     state.set_free(1, 64500, 1 << 20, np.full(4, MILLI))
     task = Task(8000, 0, 1, MILLI)
+    # so the tie goes to the node ranked first, whichever it is ...
+    state.tie_rank = np.array([1, 0])
     picks = {artifact_best_fit(state, task, np.random.default_rng(s))[0] for s in range(30)}
-    assert picks == {0, 1}
+    assert picks == {1}
+    # ... where best-fit proper always takes the tighter one
     assert {get_plugin("best-fit")(state, task, np.random.default_rng(s))[0]
             for s in range(30)} == {0}
 
@@ -153,9 +161,46 @@ def test_artifact_packing_buckets_free_milli_by_100():
     state = one_class_state([[450, 0], [420, 0], [1000, 1000]])
     task = Task(0, 0, 1, 300)
     picks = {artifact_gpu_packing(state, task, np.random.default_rng(s))[0] for s in range(30)}
-    assert picks == {0, 1}
+    assert picks == {0}  # the tie to the first-ranked node (node order: no rank set)
+    state.tie_rank = np.array([2, 1, 0])
+    assert artifact_gpu_packing(state, task, np.random.default_rng(0))[0] == 1
     assert {choose_gpu_packing(state, task, np.random.default_rng(s))[0]
             for s in range(30)} == {1}
+
+
+def test_artifact_packing_and_clustering_put_a_cpu_only_pod_on_the_top_ranked_node():
+    # A CPU-only pod scores 0 on every node under both (the artifact's Score returns
+    # MinNodeScore when the pod asks no GPU), so the scheduler's tie rule decides: the
+    # feasible node ranked first. Ranks 3, 0, 1, 2: node 1 first, but it has 4 cores free and
+    # the pod asks 6; next is node 2. Our own packing and clustering draw a feasible node.
+    state = one_class_state([[1000, 1000]] * 4)
+    state.set_free(1, 4000, 1 << 20, np.full(2, MILLI))
+    state.tie_rank = np.array([3, 0, 1, 2])
+    task = Task(6000, 1024, 0, 0)
+    for plugin in (artifact_gpu_packing, artifact_gpu_clustering):
+        picks = {plugin(state, task, np.random.default_rng(s)) for s in range(20)}
+        assert picks == {(2, ())}
+    ours = {choose_gpu_packing(state, task, np.random.default_rng(s))[0] for s in range(40)}
+    assert ours == {0, 2, 3}
+
+
+def test_artifact_replay_fixes_one_node_order_per_seed(monkeypatch):
+    nodes = [Node(f"n{i}", 64.0, 512.0, 8, "G2") for i in range(6)]
+    workload = replay.prepare_workload(synthetic_pods(60), "synthetic", coverage=0.95)
+    seen = []
+    real = PlacementState.allocate
+
+    def spy(state, node, gpus, task):
+        seen.append(None if state.tie_rank is None else tuple(state.tie_rank.tolist()))
+        real(state, node, gpus, task)
+
+    monkeypatch.setattr(PlacementState, "allocate", spy)
+    replay.replay(nodes, workload, "gpu-packing", 3, protocol="artifact")
+    # one random order of the nodes for the whole run, from its own stream of the seed
+    assert set(seen) == {tuple(np.random.default_rng([3, 2]).permutation(6).tolist())}
+    seen.clear()
+    replay.replay(nodes, workload, "gpu-packing", 3)
+    assert set(seen) == {None}  # our protocol draws ties at random: no order
 
 
 # ---- both protocols end to end --------------------------------------------------------------

@@ -44,7 +44,8 @@ def register(subparsers) -> None:
     parser.add_argument("--protocol", default="default",
                         help="default: pods drawn with replacement and shuffled, our plugin "
                              "scores; artifact: the FGD artifact's workload tuning, integer "
-                             "scores and bucketed allocation (docs/openb-results.md)")
+                             "scores, ties to a node order fixed per run and bucketed "
+                             "allocation (docs/openb-results.md)")
     parser.add_argument("--plot", metavar="FILE",
                         help="write the mean curves: .svg, .csv, or .png (needs matplotlib)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")

@@ -25,7 +25,8 @@ their score picks). Ties between equally good nodes are broken with `rng`, like 
 scheduler does. Units and fit rules: `workbench.placement.state`.
 
 `ARTIFACT_PLUGINS` holds the same six names scored as the FGD paper's simulator scores them
-(integer scores, fixed normalisers, its GPU selection): `workbench openb --protocol artifact`.
+(integer scores, fixed normalisers, its GPU selection, ties to the first node of a fixed
+per-run order `state.tie_rank` rather than drawn): `workbench openb --protocol artifact`.
 Ours stay the default; docs/openb-results.md lists what differs.
 """
 
@@ -198,8 +199,10 @@ def choose_fgd(state: PlacementState, task: Task, rng: np.random.Generator) -> C
 #
 # The same six rules as the FGD paper's simulator (hkust-adsl/kubernetes-scheduler-simulator)
 # scores them, written anew: each node gets an integer score in 0..100 (the Kubernetes
-# scheduler's range, fractions truncated), every node with the top score is equally likely
-# (the scheduler's host selection), scores are normalised by the simulator's fixed largest node
+# scheduler's range, fractions truncated), among the nodes with the top score the one ranked
+# first in a fixed per-run node order (`state.tie_rank`: the artifact's patched host selection
+# takes the lexicographically smallest node name, and its node names start with a random rank
+# drawn once per run), scores are normalised by the simulator's fixed largest node
 # (128 CPUs, 8 GPUs), and the GPU of a sharing pod is the fullest that fits (its "best" GPU
 # selection) except under random (any that fits) and FGD (its own pick).
 
@@ -208,10 +211,16 @@ SPEC_CPU = 128_000  # milli-CPU of the artifact's normalising node
 SPEC_GPU = 8 * MILLI  # milli-GPU of the artifact's normalising node
 
 
-def _pick_max(scores: np.ndarray, rng: np.random.Generator) -> int:
-    """Index of the largest score; equal ones drawn at random."""
+def _pick_max(scores: np.ndarray, nodes: np.ndarray, state: PlacementState) -> int:
+    """Index of the largest score; among equal ones, the node ranked first by
+    `state.tie_rank` (node order if unset). The artifact's scheduler keeps the node whose name
+    sorts first among the top scores (its patched `selectHost`), and its names start with a
+    random rank drawn once per run: a fixed priority of nodes, not a fresh draw per pod."""
     ties = np.flatnonzero(scores == scores.max())
-    return int(ties[0] if len(ties) == 1 else ties[rng.integers(len(ties))])
+    if len(ties) == 1:
+        return int(ties[0])
+    rank = state.tie_rank
+    return int(ties[np.argmin(nodes[ties] if rank is None else rank[nodes[ties]])])
 
 
 def _truncate(x: np.ndarray) -> np.ndarray:
@@ -228,7 +237,7 @@ def artifact_best_fit(state: PlacementState, task: Task, rng: np.random.Generato
         return None
     left = (state.cpu_free[nodes] - task.cpu_milli) / SPEC_CPU * 0.5
     left = left + (state.gpu_free_total[nodes] - task.gpu_total) / SPEC_GPU * 0.5
-    node = int(nodes[_pick_max(_truncate((1.0 - left) * MAX_SCORE), rng)])
+    node = int(nodes[_pick_max(_truncate((1.0 - left) * MAX_SCORE), nodes, state)])
     return node, _best_fit_gpu(state, node, task)
 
 
@@ -242,7 +251,7 @@ def artifact_dot_product(state: PlacementState, task: Task, rng: np.random.Gener
         return None
     dot = (state.cpu_free[nodes] / SPEC_CPU) * (task.cpu_milli / SPEC_CPU)
     dot = dot + (state.gpu_free_total[nodes] / SPEC_GPU) * (task.gpu_total / SPEC_GPU)
-    node = int(nodes[_pick_max(_truncate(MAX_SCORE * (1.0 - dot / 2)), rng)])
+    node = int(nodes[_pick_max(_truncate(MAX_SCORE * (1.0 - dot / 2)), nodes, state)])
     return node, _best_fit_gpu(state, node, task)
 
 
@@ -254,8 +263,8 @@ def artifact_gpu_packing(state: PlacementState, task: Task, rng: np.random.Gener
     nodes = np.flatnonzero(state.feasible(task))
     if not len(nodes):
         return None
-    if not task.num_gpu:
-        return int(nodes[rng.integers(len(nodes))]), ()
+    if not task.num_gpu:  # 0 on every node: the top-ranked feasible node, not a random one
+        return int(nodes[_pick_max(np.zeros(len(nodes)), nodes, state)]), ()
     gpus = state.gpu_count[nodes]
     idle = state.full_count[nodes] == gpus
     score = np.where(idle, np.maximum(MAX_SCORE // 3 - gpus, gpus),
@@ -266,7 +275,7 @@ def artifact_gpu_packing(state: PlacementState, task: Task, rng: np.random.Gener
         score = np.where(on_used_gpu,
                          np.maximum(MAX_SCORE - (best * 100 // MILLI) // 10, MAX_SCORE // 2),
                          score)
-    node = int(nodes[_pick_max(score, rng)])
+    node = int(nodes[_pick_max(score, nodes, state)])
     return node, _best_fit_gpu(state, node, task)
 
 
@@ -278,14 +287,14 @@ def artifact_gpu_clustering(state: PlacementState, task: Task, rng: np.random.Ge
     nodes = np.flatnonzero(state.feasible(task))
     if not len(nodes):
         return None
-    if not task.num_gpu:
-        return int(nodes[rng.integers(len(nodes))]), ()
+    if not task.num_gpu:  # 0 on every node: the top-ranked feasible node, not a random one
+        return int(nodes[_pick_max(np.zeros(len(nodes)), nodes, state)]), ()
     kinds = state.kinds[nodes] > 0
     same, n_kinds = kinds[:, task.kind], kinds.sum(axis=1)
     tier = np.where(same, np.where(n_kinds == 1, 3, 2), np.where(n_kinds == 0, 1, 0))
     quarter = MAX_SCORE // 4
     score = tier * quarter + quarter * (SPEC_GPU - state.gpu_free_total[nodes]) // SPEC_GPU
-    node = int(nodes[_pick_max(score, rng)])
+    node = int(nodes[_pick_max(score, nodes, state)])
     return node, _best_fit_gpu(state, node, task)
 
 
@@ -298,9 +307,9 @@ def fgd_score(delta_milli: np.ndarray) -> np.ndarray:
 
 
 def artifact_fgd(state: PlacementState, task: Task, rng: np.random.Generator) -> Choice | None:
-    """FGD with integer scores: a node scores its best GPU's `fgd_score`; the node is drawn
-    among the top-scoring ones; a sharing pod takes the lowest-numbered GPU of that node with
-    the node's score."""
+    """FGD with integer scores: a node scores its best GPU's `fgd_score`; the node is the
+    top-ranked (`state.tie_rank`) among the top-scoring ones; a sharing pod takes the
+    lowest-numbered GPU of that node with the node's score."""
     nodes = np.flatnonzero(state.feasible(task))
     if not len(nodes):
         return None
@@ -321,7 +330,7 @@ def artifact_fgd(state: PlacementState, task: Task, rng: np.random.Generator) ->
     else:
         rep_score = fgd_score(index.delta_exclusive(reps, task.cpu_milli, task.mem_mib,
                                                     task.num_gpu))
-    i = _pick_max(rep_score[group], rng)
+    i = _pick_max(rep_score[group], nodes, state)
     node = int(nodes[i])
     if not task.shared:
         return node, _exclusive_gpus(state, node, task)

@@ -16,7 +16,8 @@ from a second generator derived from the same seed. Measured results for every o
 simulator) runs its experiments: every pod of the list once in a random order, then pods drawn
 with replacement appended until one more would pass `load` x capacity (or, for a list that
 asks for more, pods removed at random until it fits); the plugins scored as that simulator
-scores them (`plugins.ARTIFACT_PLUGINS`); allocation at a load is the mean over the pods whose
+scores them (`plugins.ARTIFACT_PLUGINS`, equal scores to the first node of a random node
+order fixed for the run); allocation at a load is the mean over the pods whose
 arrived GPUs round to that percentage of capacity. What differs, and why: docs/openb-results.md.
 """
 
@@ -219,6 +220,11 @@ def replay(nodes: Sequence[Node], workload: OpenbWorkload, plugin: str, seed: in
                                    np.random.default_rng(seed), load)
     else:
         order = draw_pods(workload.requested, capacity, np.random.default_rng(seed), load)
+    if protocol == "artifact":
+        # The artifact's nodes get a random rank once per run, and its scheduler gives equal
+        # scores to the top-ranked node (`plugins._pick_max`). Its own stream, so the plugins'
+        # draws (random's) stay the same.
+        state.tie_rank = np.random.default_rng([seed, 2]).permutation(len(state))
     rng = np.random.default_rng([seed, 1])
     requested = np.cumsum(workload.requested[order]) / capacity
     allocated = np.empty(len(order))

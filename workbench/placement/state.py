@@ -97,6 +97,9 @@ class PlacementState:
         self.kinds = np.zeros((n, MAX_TAG + 1), dtype=np.int64)  # resident GPU tasks per kind
         _, self.model_code = np.unique(self.gpu_models.astype(str), return_inverse=True)
         self.workload = workload
+        # Node priority for equal scores under the FGD artifact's scoring (lower first; None:
+        # node order). Our own plugins draw ties at random and never read it.
+        self.tie_rank: np.ndarray | None = None
         self._derive()
         self._model_masks: dict[frozenset[str], np.ndarray] = {}
         self._index: FragmentationIndex | None = None
