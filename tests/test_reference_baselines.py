@@ -12,21 +12,22 @@ import pytest
 
 from workbench.bench.reference import (
     REFERENCE,
-    artifact_iterations,
     find_data_dir,
     run_one,
     workload_path,
 )
 from workbench.clusters import make_cluster
 from workbench.control import Controller
-from workbench.errors import InputError
+from workbench.errors import ConfigError, InputError
 from workbench.model import JobSpec, JobState, Place, Scale, Suspend
 from workbench.perf import default_perf
+from workbench.perf.goodput import artifact_iterations
 from workbench.placement.ledger import Ledger
 from workbench.policies import make_policy
 from workbench.policies.common import in_applicable_order, most_free_first
 from workbench.policies.optimus import MIN_LOCAL_BSZ
 from workbench.sim import SimBackend
+from workbench.traces import load_pollux_workload
 from workbench.traces.common import WORKER_DEMAND
 
 PERF = default_perf()
@@ -196,8 +197,45 @@ def test_a_round_of_moves_is_applied_in_an_order_the_backend_accepts():
     ("yolov3", 128, 9716), ("imagenet", 3200, 42849), ("deepspeech2", 160, 4050),
     ("bert", 48, 3748)])
 def test_artifact_iterations_match_the_artifacts_simulator(app, bsz, iterations):
-    got = artifact_iterations(data_dir() / "profiles", app, bsz, PERF.max_epochs(app))
-    assert got == pytest.approx(iterations, rel=0.005)
+    assert artifact_iterations(app, bsz) == pytest.approx(iterations, rel=0.005)
+
+
+def test_artifact_length_of_bert_at_48_by_hand(tmp_path):
+    # bert (2 epochs, smallest measured batch 12): epochs end at progress 7387 and 14774 (the
+    # least `progress` of rows 0 and 1 over its validation files); validation-48's gradient
+    # statistics (sqr, var) are (5.72863e13, 6.87564e15) in epoch 0 and (6.90551e10,
+    # 4.39619e13) in epoch 1. At batch 48 (scale 4) an iteration gains (var + sqr) /
+    # (var / 4 + sqr): 3.90324 and 3.98127, so the job runs 7387 / 3.90324 + 7387 / 3.98127
+    # iterations (the validation table says 3732).
+    gains = [(var + sqr) / (var / 4 + sqr)
+             for sqr, var in ((5.72863e13, 6.87564e15), (6.90551e10, 4.39619e13))]
+    by_hand = 7387 / gains[0] + 7387 / gains[1]
+    assert gains == pytest.approx([3.90324, 3.98127], abs=1e-5)
+    assert by_hand == pytest.approx(3747.97, abs=0.01)
+    assert artifact_iterations("bert", 48) == pytest.approx(by_hand, rel=1e-6)
+    path = tmp_path / "w.csv"
+    path.write_text("name,time,application,num_replicas,batch_size\nb,0,bert,4,48\n")
+    assert load_pollux_workload(path)[0].total_work == pytest.approx(by_hand, rel=1e-6)
+    project = load_pollux_workload(path, lengths="project")[0].total_work
+    assert project == pytest.approx(3732) == PERF.total_iterations("bert", 48)
+    with pytest.raises(ConfigError):
+        load_pollux_workload(path, lengths="paper")
+
+
+def test_rounds_on_the_artifacts_grid_from_time_zero():
+    # the artifact's simulate loop: Cluster.step(60) advances 60 s, then decides; so rounds
+    # fall at 60, 120, ... and a job arriving at 1,427 s is first seen at 1,440 s
+    jobs = [spec("a", arrival=1427.0, work=1e6), spec("b", arrival=1500.0, work=1e6)]
+
+    def round_times(origin):
+        policy = make_policy("tiresias")
+        policy.round_origin = origin
+        c = Controller(SimBackend(make_cluster(2, 4), jobs), policy)
+        return [c.step().time for _ in range(3)]
+
+    zero, first = round_times(0.0), round_times(None)
+    assert zero[:2] == [1440.0, 1500.0] and zero[2] % 60 == 0  # the third: a later event's
+    assert first[:2] == [1427.0, 1547.0] and (first[2] - 1427) % 60 == 0  # ours: from 1,427 s
 
 
 # What `workbench bench reference --loads 1.0 --workloads 6` prints, with the project's and the

@@ -154,7 +154,10 @@ class Controller:
     def next_round_time(self) -> float | None:
         """When the next round should happen, on the policy's grid; None if never."""
         interval = self.policy.round_interval
+        origin = self.policy.round_origin
         now = self.backend.now
+        if self._last_round is None and origin is not None:  # the first round on the grid
+            return origin + interval * max(1, math.ceil((now - origin) / interval - 1e-9))
         if self._last_round is None or self._force_round:
             return now
         candidates = []
@@ -173,9 +176,10 @@ class Controller:
         if not candidates:
             return None
         t = max(min(candidates), self._last_round + interval)
-        # Rounds fall on the grid k * interval after the first round.
-        k = math.ceil((t - self._last_round) / interval - 1e-9)
-        return self._last_round + k * interval
+        # Rounds fall on the grid k * interval after the first round (or the policy's origin).
+        base = self._last_round if origin is None else origin
+        k = math.ceil((t - base) / interval - 1e-9)
+        return base + k * interval
 
     _last_state: ClusterState | None = None
     _owed: float | None = None  # when a decisive event happened that no round has seen yet

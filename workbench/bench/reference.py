@@ -6,11 +6,12 @@ c793c70): its simulator on 16 nodes x 4 GPUs, 60 s rounds, the 8 workloads at 0.
 `../shared/data/pollux`, the same files). Each run prints our average JCT beside the
 artifact's, the difference and the wall seconds of the run.
 
-Job lengths (`--lengths`): `project` is the loader's (iterations to the application's last
-epoch in the validation table at the job's batch size, `traces/pollux.py`); `artifact` is the
-artifact simulator's own definition (see `artifact_iterations`), so that a difference in that
-column is the engines', not the job lengths'. Both are printed by default for tiresias and
-optimus; pollux changes batch sizes, so its jobs always count the artifact's progress units
+Job lengths (`--lengths`), both the loader's (`load_pollux_workload(lengths=...)`):
+`artifact`, its default, is the artifact simulator's own definition
+(`perf.goodput.artifact_iterations`: statistical-efficiency-weighted progress), so that a
+difference is the engines', not the job lengths'; `project` is the validation table's
+iterations to the application's last epoch at the job's batch size (what the metric curves
+count in). Both are printed by default for tiresias and optimus; pollux changes batch sizes, so its jobs always count the artifact's progress units
 (`pollux_job`) and its rows say `artifact`.
 
 The artifact gives Tiresias each job's replicas and batch size, Optimus only the batch size (its
@@ -25,11 +26,9 @@ lists as `workbench openb` replays them (`placement/replay.py`), under both prot
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import os
 import time
-from functools import cache
 from pathlib import Path
 
 from ..clusters import preset
@@ -159,73 +158,21 @@ def workload_path(data: Path, load: str, n: int) -> Path:
     return data / folder / f"workload-{n}.csv"
 
 
-@cache
-def _validation(profiles: str, app: str) -> dict[int, dict[str, list[float]]]:
-    tables = {}
-    for path in sorted(Path(profiles, app).glob("validation-*.csv")):
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-        tables[int(path.stem.rsplit("-", 1)[1])] = {
-            k: [float(r[k]) for r in rows] for k in ("progress", "grad_sqr", "grad_var")}
-    if not tables:
-        raise InputError("no validation-*.csv", file=str(Path(profiles, app)))
-    return dict(sorted(tables.items()))
-
-
-def _between(tables: dict, batch: float, column: str, epoch: int) -> float:
-    """A column at `epoch`, linear in batch size between the measured sizes around `batch`."""
-    sizes = list(tables)
-    lo = max((b for b in sizes if b <= batch), default=sizes[0])
-    hi = min((b for b in sizes if b >= batch), default=sizes[-1])
-    if lo == hi:
-        return tables[lo][column][epoch]
-    return ((batch - lo) * tables[hi][column][epoch]
-            + (hi - batch) * tables[lo][column][epoch]) / (hi - lo)
-
-
-def artifact_iterations(profiles: str | Path, app: str, batch: float, epochs: int) -> float:
-    """Iterations a job of `app` at a fixed `batch` trains in the artifact's simulator.
-
-    There a job advances in statistical-efficiency-weighted progress: per iteration it gains
-    (var + sqr) / (var / scale + sqr), scale = batch / the app's smallest measured batch, with
-    the gradient statistics of its current epoch (linear in batch between measured sizes);
-    epoch e ends at the least `progress` of row e-1 over the validation files, and the job is
-    done after `epochs` epochs (simulator.py Job.step, applications.py get_progress,
-    get_grad_stats). So its iterations are the sum over epochs of the epoch's progress span
-    over that epoch's gain."""
-    tables = _validation(str(profiles), app)
-    smallest = min(tables)
-    ends = [0.0] + [min(t["progress"][e] for t in tables.values()) for e in range(epochs)]
-    total = 0.0
-    for e in range(epochs):
-        sqr = _between(tables, batch, "grad_sqr", e)
-        var = _between(tables, batch, "grad_var", e)
-        gain = (var + sqr) / (var / (batch / smallest) + sqr)
-        total += (ends[e + 1] - ends[e]) / gain
-    return total
-
-
 def load_jobs(data: Path, load: str, n: int, engine: str, lengths: str) -> list:
     """Workload `n` at `load` as the artifact gives it to `engine` (see the module docstring),
     with job lengths `project` or `artifact`."""
-    from ..perf import default_perf
     from ..traces import load_pollux_workload
 
-    jobs = list(load_pollux_workload(workload_path(data, load, n)))
+    jobs = list(load_pollux_workload(workload_path(data, load, n), lengths=lengths))
     gpus = sum(node.gpus for node in preset("default"))
     if engine == "optimus":
         jobs = [dataclasses.replace(s, max_workers=gpus) for s in jobs]
     if engine == "pollux":
-        return [pollux_job(s, data, gpus) for s in jobs]
-    if lengths == "artifact":
-        perf = default_perf()
-        jobs = [dataclasses.replace(s, total_work=artifact_iterations(
-            data / "profiles", s.application, s.batch_size, perf.max_epochs(s.application)))
-            for s in jobs]
+        return [pollux_job(s, gpus) for s in jobs]
     return jobs
 
 
-def pollux_job(spec, data: Path, gpus: int):
+def pollux_job(spec, gpus: int):
     """A workload job as the artifact gives it to Pollux (simulator.py `Cluster.__init__`): no
     replicas and no batch size, except ncf at a fixed batch of 32768. The others pick their
     batch (`adaptive_batch`), start from the app's smallest measured batch and run the
@@ -233,30 +180,41 @@ def pollux_job(spec, data: Path, gpus: int):
     iterations at 32768 (`artifact_iterations`). Any job may take up to the cluster's GPUs (the
     engine's own cap applies)."""
     from ..perf import default_perf
-    from ..perf.goodput import app_goodput
+    from ..perf.goodput import app_goodput, artifact_iterations
 
     perf = default_perf()
     app = app_goodput(perf, spec.application)
     common = {"initial_workers": 1, "min_workers": 1, "max_workers": gpus}
     if spec.application == "ncf":  # simulator.py: `job.target_batch_size = 32768` for ncf
-        work = artifact_iterations(data / "profiles", "ncf", 32768, app.epochs)
+        work = artifact_iterations("ncf", 32768, perf)
         return dataclasses.replace(spec, batch_size=32768, total_work=work, **common)
     return dataclasses.replace(spec, batch_size=app.init_batch, total_work=app.total,
                                adaptive_batch=True, **common)
 
 
-def run_one(data: Path, engine: str, load: str, n: int, lengths: str = "project") -> dict:
-    """One engine on one workload: our average JCT beside the artifact's, and the seconds."""
+ROUNDS = ("first-event", "artifact")
+
+
+def run_one(data: Path, engine: str, load: str, n: int, lengths: str = "artifact",
+            rounds: str = "first-event") -> dict:
+    """One engine on one workload: our average JCT beside the artifact's, and the seconds.
+    `rounds`: the 60 s grid from the first arrival (our controller's) or, `artifact`, from
+    t = 0 with the first round at 60 s (`Policy.round_origin`; the artifact's `simulate` loop:
+    `Cluster.step(60)` advances, then decides)."""
     from ..experiment import run_policy
+    from ..policies import make_policy
 
     jobs = load_jobs(data, load, n, engine, lengths)
+    policy = make_policy(engine)
+    if rounds == "artifact":
+        policy.round_origin = 0.0
     t0, c0 = time.perf_counter(), time.process_time()
-    r = run_policy(preset("default"), jobs, engine, timeline_every=0.0, fragmentation=False)
+    r = run_policy(preset("default"), jobs, policy, timeline_every=0.0, fragmentation=False)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     ours = r.metrics["avg_jct_h"] * 3600
     ref = REFERENCE[engine][load][n - 1]
     refused = sum(not d.applied for d in r.controller.recorder.decisions)
-    return {"engine": engine, "load": load, "workload": n, "lengths": lengths,
+    return {"engine": engine, "load": load, "workload": n, "lengths": lengths, "rounds": rounds,
             "reference_s": ref, "ours_s": ours, "diff_pct": 100 * (ours / ref - 1),
             "completed": r.metrics["completed"], "refused": refused, "seconds": seconds,
             "cpu_s": cpu}  # CPU seconds: the wall time of a busy shared machine says little
@@ -316,13 +274,14 @@ def _pollux_part(args, data, engines, loads, workloads, result, tables, notes) -
         for load in loads:
             for n in workloads:
                 for lengths in kinds:
-                    rows.append(run_one(data, engine, load, n, lengths))
+                    rows.append(run_one(data, engine, load, n, lengths, args.rounds))
     summary = _summary(rows)
     notes += [("reference: Pollux OSDI'21 artifact (petuum/adaptdl osdi21-artifact c793c70),"
                " simulator/results-jobload/<engine>-<load>/summary.json; 16 x 4 GPUs, 60 s"
                " rounds"),
-              ("lengths: project = the loader's job lengths; artifact = the artifact simulator's"
-               " own (statistical-efficiency progress, `artifact_iterations`)")]
+              ("lengths: artifact = the loader's default, the artifact simulator's own"
+               " (statistical-efficiency progress, `perf.goodput.artifact_iterations`);"
+               " project = the validation table's iterations (`lengths=\"project\"`)")]
     if skipped:
         notes.append(f"not run (no such engine here): {', '.join(skipped)}")
     result.update({"data": str(data), "results": rows, "summary": summary, "skipped": skipped})
@@ -496,7 +455,11 @@ def register(sub) -> None:
     p.add_argument("--loads", default=",".join(LOADS))
     p.add_argument("--workloads", default="1,2,3,4,5,6,7,8")
     p.add_argument("--lengths", default="both", choices=("project", "artifact", "both"),
-                   help="job lengths: the loader's, the artifact simulator's, or both")
+                   help="job lengths: the artifact simulator's (the loader's default), the"
+                        " project's, or both")
+    p.add_argument("--rounds", default="first-event", choices=ROUNDS,
+                   help="the 60 s grid of rounds from the first arrival (ours) or from t = 0"
+                        " (the artifact's)")
     p.add_argument("--data", default=None,
                    help="folder with workloads*/ and profiles/ (default ../shared/data/pollux)")
     p.add_argument("--suite", default=",".join(SUITES),

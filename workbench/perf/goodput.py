@@ -49,6 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from .model import default_perf
+
 N_CANDIDATES = 50  # artifact goodput.py optimize: np.geomspace(min, max) (numpy's default 50)
 # the artifact's optimiser (scipy's default with bounds); SLSQP is about twice as fast but lands
 # in other local optima on some profiles (bert, yolov3 on 2 replicas: +3 % run time alone)
@@ -158,6 +160,12 @@ class AppGoodput:
         scale = np.atleast_1d(np.asarray(batch, dtype=float))[:, None] / self.init_batch
         return gain(sqr, var, scale)
 
+    def fixed_batch_iterations(self, batch: float) -> float:
+        """Iterations a job training at a fixed total `batch` runs to the end of its last epoch:
+        each epoch's progress span over that epoch's gain at `batch` (module docstring)."""
+        spans = np.diff(self.epoch_ends, prepend=0.0)
+        return float(np.sum(spans / self.gains(batch)[0]))
+
     def table(self, counts: tuple[int, ...], fixed_batch: int | None = None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per epoch on placement `counts`: (goodput, atomic batch, accumulation steps) of the
@@ -212,6 +220,23 @@ class AppGoodput:
 def app_goodput(perf, app: str) -> AppGoodput:
     """The (cached) goodput facts of `app` under performance model `perf`."""
     return AppGoodput(perf, app)
+
+
+def artifact_iterations(app: str, batch: float, perf=None) -> float:
+    """Iterations a job of `app` at a fixed total `batch` trains in the Pollux artifact's
+    simulator (the job length of its Tiresias and Optimus jobs).
+
+    There a job advances in statistical-efficiency-weighted progress (module docstring): per
+    iteration at batch B in epoch e it gains (var + sqr) / (var / (B / init_batch) + sqr), with
+    the gradient statistics of epoch e linear in batch between the measured sizes; epoch e ends
+    at `epoch_ends[e]` (the least `progress` of that row over the validation files) and the job
+    is done after the app's max epochs (simulator.py `Job.step`, applications.py
+    `get_progress`, `get_grad_stats`, `get_completion_epoch` without a target metric). So its
+    iterations are the sum over epochs of the epoch's progress span over the epoch's gain. A
+    large batch gains less than its size per iteration, so it needs more iterations than the
+    validation table's `iteration` column (yolov3 at 128: +20 %). Raises KeyError for an app
+    without goodput data (`has_goodput`)."""
+    return app_goodput(perf or default_perf(), app).fixed_batch_iterations(batch)
 
 
 def adaptive_rate(perf, spec, counts: tuple[int, ...], progress: float) -> float:

@@ -19,6 +19,10 @@ class Policy:
 
     name: str = "policy"
     round_interval: float = 60.0  # seconds between scheduling rounds
+    # Where the grid of rounds is anchored: None, at the first round (the first event); a time
+    # t0, at t0 + k * round_interval, k >= 1 (the Pollux artifact's simulator: rounds at
+    # multiples of its 60 s interval from t = 0, the first at 60 s).
+    round_origin: float | None = None
     # Engines whose decisions change with time alone (aging, deadlines) want every round;
     # the others are only asked when something happened (arrival, completion, fault).
     needs_every_round: bool = False

@@ -40,7 +40,8 @@ def deadline_workload(seed: int, *, trace: str | None = None, share: float = 0.8
     if not 0 < lo <= hi:
         raise ConfigError(f"--deadline: expected LOW-HIGH with 0 < LOW <= HIGH, got {lo}-{hi}")
     # deadline_factor=1 gives deadline = arrival + ideal run time at the submitted size.
-    base = load_pollux_workload(path, deadline_factor=1.0, gpus_per_node=gpus_per_node)
+    base = load_pollux_workload(path, deadline_factor=1.0, gpus_per_node=gpus_per_node,
+                                lengths="project")  # what the qos bench was measured on
     rng = np.random.default_rng(seed)
     keep = rng.random(len(base)) < share
     f = rng.uniform(lo, hi, len(base))
@@ -74,7 +75,9 @@ def qoe_workload(seed: int, *, share: float = 0.8, targets: tuple[float, float] 
     if not 0 < factors[0] <= factors[1]:
         raise ConfigError(f"--deadline: expected LOW-HIGH with 0 < LOW <= HIGH, got {factors}")
     perf = default_perf()
-    base = load_pollux_workload(shipped_workload_path(), gpus_per_node=gpus_per_node)
+    # the project's lengths: the metric curve (`metric_at`) counts in the table's iterations
+    base = load_pollux_workload(shipped_workload_path(), gpus_per_node=gpus_per_node,
+                                lengths="project")
     rng = np.random.default_rng(seed)
     keep = rng.random(len(base)) < share
     q = rng.uniform(*targets, len(base))

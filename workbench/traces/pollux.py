@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError
 from ..model import JobSpec
+from ..perf.goodput import artifact_iterations, has_goodput
 from .common import (
     WORKER_DEMAND,
     Jobs,
@@ -26,16 +27,25 @@ from .validate import check_choice, check_unique, read_table
 
 POLLUX_COLUMNS = {"name": "name", "time": "nonneg_float", "application": "str",
                   "num_replicas": "positive_int", "batch_size": "positive_int"}
+# job lengths: "artifact" = the Pollux artifact simulator's (statistical-efficiency progress,
+# `perf.goodput.artifact_iterations`); "project" = the validation table's iterations
+LENGTHS = ("artifact", "project")
 
 
 def load_pollux_workload(path: str | os.PathLike, *, deadline_factor: float | None = None,
                          deadlines: DeadlineRule | None = None, gpus_per_node: int = 4,
-                         max_workers_cap: int = 64, perf=None) -> Jobs:
+                         max_workers_cap: int = 64, perf=None, lengths: str = "artifact"
+                         ) -> Jobs:
     """Load a Pollux workload CSV, one `JobSpec` per row, in arrival order.
 
     - `arrival` = time; `application`, `batch_size` as written (the job's initial batch size).
-    - `total_work` = perf.total_iterations(application, batch_size): iterations to the
-      application's convergence target (the paper's max epochs) at that batch size.
+    - `total_work`: iterations to the application's max epochs at that batch size. With
+      `lengths="artifact"` (the default) as the Pollux artifact's simulator counts them
+      (`perf.goodput.artifact_iterations`: each epoch's progress span over the statistical
+      efficiency of the batch, so a large batch runs more iterations; yolov3 at 128 +20 %);
+      with `lengths="project"` the validation table's `iteration` at the last epoch
+      (`perf.total_iterations`), which the metric curves (`perf.metric_at`) are indexed by. An
+      application without goodput data (not one of the six Pollux ones) takes the latter.
     - `initial_workers` = num_replicas; `min_workers` = 1; `max_workers` = max(num_replicas,
       min(2 × num_replicas, `max_workers_cap`)), i.e. an elastic engine may double a job.
     - `worker_demand` = 4 CPUs, 16 GiB, 1 GPU per worker; no parameter servers.
@@ -50,6 +60,8 @@ def load_pollux_workload(path: str | os.PathLike, *, deadline_factor: float | No
     """
     if deadline_factor is not None and deadlines is not None:
         raise ConfigError("deadlines: give deadline_factor or a deadline rule, not both")
+    if lengths not in LENGTHS:
+        raise ConfigError(f"lengths: expected one of {', '.join(LENGTHS)}, got {lengths!r}")
     perf = perf or default_perf()
     table = read_table(path, POLLUX_COLUMNS)
     apps = list(perf.applications)
@@ -71,6 +83,8 @@ def load_pollux_workload(path: str | os.PathLike, *, deadline_factor: float | No
             raise InputError(f"expected a batch size the {app} profile covers, got {bsz} ({e})",
                              file=str(path), line=int(table.lines[i]),
                              column="batch_size") from None
+        if lengths == "artifact" and has_goodput(app):
+            work = artifact_iterations(app, bsz, perf)
         deadline = None
         if deadline_factor is not None or deadlines is not None:
             ideal_run.append(work / rates(app, bsz, replicas))
@@ -81,8 +95,8 @@ def load_pollux_workload(path: str | os.PathLike, *, deadline_factor: float | No
             batch_size=bsz, initial_workers=replicas, min_workers=1,
             max_workers=elastic_max_workers(replicas, max_workers_cap),
             worker_demand=WORKER_DEMAND, deadline=deadline))
-    jobs.notes.append(f"{len(jobs)} jobs from {path}; work = iterations to convergence;"
-                      f" max_workers = 2 × replicas (cap {max_workers_cap})")
+    jobs.notes.append(f"{len(jobs)} jobs from {path}; work = iterations to convergence"
+                      f" ({lengths} lengths); max_workers = 2 × replicas (cap {max_workers_cap})")
     if deadlines is not None:
         due = deadlines.deadlines(np.array([j.arrival for j in jobs]), np.array(ideal_run))
         jobs[:] = [j.with_(deadline=float(d)) for j, d in zip(jobs, due)]

@@ -40,9 +40,14 @@ def default_workload(seed: int = 0, *, deadlines: bool = True) -> Jobs:
     """The small real workload shipped in the package: Pollux workload 1 (160 jobs sampled from
     the Philly trace, 6 applications, arrivals over 8 hours), with `deadlines` drawn by
     `DeadlineRule(seed)` from each job's ideal run time (a mix of tight and loose, so some are
-    missed) or, with `deadlines=False`, none (as the Pollux artifact has it)."""
+    missed) or, with `deadlines=False`, none (as the Pollux artifact has it).
+
+    Its job lengths are the project's (`lengths="project"`: the validation table's iterations,
+    which the metric curves and forecasts count in), not the artifact's that `pollux:PATH`
+    gives: the benches and scenarios built on this workload (qos, dqoes, dragon, ...) were
+    measured on them."""
     rule = DeadlineRule(seed=seed) if deadlines else None
-    jobs = load_pollux_workload(shipped_workload_path(), deadlines=rule)
+    jobs = load_pollux_workload(shipped_workload_path(), deadlines=rule, lengths="project")
     jobs.source = "default" if deadlines else "default:deadlines=none"
     return jobs
 
