@@ -118,6 +118,26 @@ def test_a_jobset_names_its_pods_job_and_ps_role():
     assert kinds.group_label({kinds.JOBSET_NAME: "x"}) == "x"
 
 
+def test_a_kubeflow_job_is_tracked_only_once_every_role_has_its_pods_with_a_fake_cache():
+    """A TFJob's operator made its PS pod first: the job owns its Workers too (from its replica
+    specs), so it is not tracked at 0 workers; while the TFJob itself is not in the watch cache
+    the job waits, unless TFJobs are not watched at all."""
+    from types import SimpleNamespace
+
+    from workbench.k8s.reconcile import Reconciler
+
+    obj, = training_jobs(_spec("tf", workers=2, ps=1, app="resnet-50"), "default", kind="tfjob")
+    rec = Reconciler.__new__(Reconciler)
+    rec.cache = SimpleNamespace(custom={"TFJob": object()})  # the fake: only what is read
+    ps_only = {labels.ROLE_PS: (("TFJob", "tf"),)}
+    owners = dict(ps_only)
+    assert rec._whole_owner(("default", "tf"), owners, {("TFJob", "default", "tf"): obj})
+    assert owners == {labels.ROLE_PS: (("TFJob", "tf"),), labels.ROLE_WORKER: (("TFJob", "tf"),)}
+    assert not rec._whole_owner(("default", "tf"), dict(ps_only), {})
+    rec.cache = SimpleNamespace(custom={})
+    assert rec._whole_owner(("default", "tf"), dict(ps_only), {})
+
+
 # ---- on the local control plane ----------------------------------------------------------------
 
 SPEED = 50.0

@@ -293,6 +293,25 @@ class Reconciler:
             out[W] = max(group.count(W), 1)
         return out
 
+    def _whole_owner(self, key, owners: dict[str, tuple[tuple[str, str], ...]],
+                     owner_objs: dict) -> bool:
+        """A Kubeflow job owns every role its replica specs name, also those whose pods its
+        operator has not made yet (a TFJob's Workers after its PS): `owners` gets them, so the
+        job is tracked only once all of them exist. False: the job object is watched but not
+        in the cache yet (wait for it)."""
+        kubeflow = {o for refs in owners.values() for o in refs
+                    if kinds.BY_KIND[o[0]].replica_specs}
+        if len(kubeflow) != 1:
+            return True
+        (kind, name), = kubeflow
+        obj = owner_objs.get((kind, key[0], name))
+        if obj is None:
+            return kind not in self.cache.custom
+        for role, n in kinds.BY_KIND[kind].counts(obj).items():
+            if n and role not in owners:
+                owners[role] = ((kind, name),)
+        return True
+
     def _discover(self, key, group: PodGroup, owner_objs: dict, now: float) -> TrackedJob | None:
         """A job seen for the first time: tracked once all its pods exist."""
         book = self.book
@@ -306,6 +325,8 @@ class Reconciler:
             if o:
                 found.setdefault(role_of(p), set()).add(o)
         owners = {role: tuple(sorted(refs)) for role, refs in found.items()}
+        if not self._whole_owner(key, owners, owner_objs):
+            return None  # its Kubeflow job is not in the watch cache yet
         desired = self._desired(group, owner_objs, owners)
         if any(group.count(r) < n for r, n in desired.items()):
             return None  # its Job is still creating pods
