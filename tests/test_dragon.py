@@ -138,3 +138,24 @@ def test_scale_actions_keep_ps_placement():
             state_ps = state_ps or dict(job.ps)
             assert job.ps == state_ps
     assert policy.engine_view()["scale_downs"] >= 1
+
+
+def test_gangs_view_follows_placement_changes_and_checks_each_arrival():
+    """The teaching view's rows are kept across rounds only while a job's placement is the
+    same, and a job that can never run is rejected even among jobs already found fine."""
+    nodes = make_cluster(1, 4, 48, 192)
+    elastic = JobSpec("elastic", "resnet-50", 0.0, 1e6, 32, 4, 1, 4, num_ps=1, kind=JobKind.PS,
+                      worker_demand=G1)
+    late = JobSpec("late", "resnet-50", 100.0, 2e4, 32, 2, 2, 2, num_ps=1, kind=JobKind.PS,
+                   worker_demand=G1)
+    huge = JobSpec("huge", "resnet-50", 120.0, 2e4, 32, 8, 8, 8, worker_demand=G1)
+    backend = SimBackend(nodes, [elastic, late, huge])
+    policy = make_policy("dragon")
+    controller = Controller(backend, policy)
+    controller.run(until=60.0)
+    assert policy.gangs["elastic"]["workers"] == {"node-00": 4}
+    controller.run(until=400.0)
+    assert policy.gangs["elastic"]["workers"] == {"node-00": 2}  # scaled down for late
+    assert policy.gangs["late"]["workers"] == {"node-00": 2}
+    rejected = [d for d in controller.recorder.decisions if d.action == "Reject"]
+    assert [d.job for d in rejected] == ["huge"]

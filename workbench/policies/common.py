@@ -11,6 +11,7 @@ import numpy as np
 from ..model import (
     Action,
     ClusterState,
+    JobSpec,
     JobState,
     JobStatus,
     Place,
@@ -71,6 +72,38 @@ def reject_impossible(state: ClusterState, jobs: list[JobStatus]) -> tuple[list[
         else:
             keep.append(job)
     return actions, keep
+
+
+class CheckedOnce:
+    """`reject_impossible` that remembers the pending jobs that passed: the verdict depends
+    only on a job's shape and the cluster's signature, and a thousand jobs wait in a long
+    trace, so each is checked once per cluster shape rather than every round. Rejections come
+    in the order of `jobs`, as `reject_impossible` gives them."""
+
+    def __init__(self) -> None:
+        self._fine: dict[str, JobSpec] = {}  # pending jobs that can run on `_fine_on`
+        self._fine_on: tuple | None = None  # the cluster signature they were checked on
+
+    def __call__(self, state: ClusterState, jobs: list[JobStatus]
+                 ) -> tuple[list[Action], list[JobStatus]]:
+        signature = cluster_signature(state)
+        if signature != self._fine_on:
+            self._fine, self._fine_on = {}, signature
+        fine = self._fine
+        unchecked = [j for j in jobs if fine.get(j.name) is not j.spec]  # new arrivals, mostly
+        bad: dict[str, str] = {}
+        for job in unchecked:
+            if job.state is JobState.PENDING:  # `impossible` passes any other job
+                why = impossible(state, job, signature)
+                if why:
+                    bad[job.name] = why
+                else:
+                    fine[job.name] = job.spec
+        actions: list[Action] = [Reject(j.name, bad[j.name]) for j in unchecked if j.name in bad]
+        keep = [j for j in jobs if j.name not in bad] if bad else list(jobs)
+        if len(fine) > 2 * len(keep) + 1000:
+            self._fine = {j.name: j.spec for j in keep if j.name in fine}
+        return actions, keep
 
 
 class NewArrivalCheck:

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..model import Action, ClusterState, JobKind, JobStatus
 from .base import Policy, register
-from .common import by_arrival, commit_plans, reject_impossible
+from .common import CheckedOnce, by_arrival, commit_plans
 from .teaching import queue_facts, queue_rows, top
 
 
@@ -36,6 +36,14 @@ def ps_for(job: JobStatus, workers: int) -> int:
     return max(1, math.ceil(workers * s.num_ps / max(s.initial_workers, 1) - 1e-9))
 
 
+def _need(shape: tuple, w: int) -> tuple[float, float, float]:
+    """What `w` workers and their PS (`ps_for`) take, per resource, of a job's `shape` (see
+    `DormPolicy._shapes`): numpy's elementwise arithmetic on 3-vectors, in plain floats."""
+    _, wd, pd, kind_ps, initial = shape[:5]
+    p = max(1, math.ceil(w * kind_ps / initial - 1e-9)) if kind_ps >= 0 else 0
+    return (wd[0] * w + pd[0] * p, wd[1] * w + pd[1] * p, wd[2] * w + pd[2] * p)
+
+
 @register("dorm")
 class DormPolicy(Policy):
     """Dorm-like: DRF water-filling of elastic jobs, resizing only on large changes."""
@@ -44,40 +52,17 @@ class DormPolicy(Policy):
     def __init__(self, round_interval: float = 60.0, adjust_threshold: float = 0.5) -> None:
         self.round_interval = round_interval
         self.adjust_threshold = adjust_threshold
+        # Per job name: its spec, worker and PS demand as plain floats, its PS rule (`_need`)
+        # and its need at its minimum size.
+        self._shapes: dict[str, tuple] = {}
+        self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
+
 
     def schedule(self, state: ClusterState) -> list[Action]:
-        actions, jobs = reject_impossible(state, by_arrival(list(state.active)))
+        actions, jobs = self._reject_impossible(state, by_arrival(list(state.active)))
         if not jobs:
             return actions
-        cap = state.capacity[state.node_up].sum(axis=0)
-        cap = np.where(cap > 0, cap, np.inf)
-        budget = state.capacity[state.node_up].sum(axis=0).astype(float)
-
-        def need(job: JobStatus, w: int) -> np.ndarray:
-            return job.spec.worker_demand.as_array() * w + job.spec.ps_demand.as_array() * ps_for(job, w)
-
-        alloc: dict[str, int] = {}
-        for job in sorted(jobs, key=lambda j: (not j.state.placed, j.spec.arrival)):
-            n = need(job, job.spec.min_workers)
-            if (n <= budget + 1e-9).all():
-                alloc[job.name] = job.spec.min_workers
-                budget -= n
-        by_name = {j.name: j for j in jobs}
-        heap = [(float((need(by_name[n], w) / cap).max()), by_name[n].spec.arrival, n)
-                for n, w in alloc.items()]
-        heapq.heapify(heap)
-        while heap:
-            _, _, name = heapq.heappop(heap)
-            job, w = by_name[name], alloc[name]
-            if w >= job.spec.max_workers:
-                continue
-            extra = need(job, w + 1) - need(job, w)
-            if not (extra <= budget + 1e-9).all():
-                continue
-            alloc[name] = w + 1
-            budget -= extra
-            heapq.heappush(heap, (float((need(job, w + 1) / cap).max()), job.spec.arrival, name))
-
+        alloc, by_name = self._water_fill(state, jobs)
         ledger = self.ledger(state)
         plans: list[tuple[JobStatus, int]] = []
         waiting = any(not by_name[n].state.placed for n in alloc)
@@ -103,6 +88,60 @@ class DormPolicy(Policy):
             place_reason=lambda job, w: (f"partition of {w} workers, {ps_for(job, w)} PS:"
                                          " DRF water-filling of the free cluster"))
         return actions
+
+    def _water_fill(self, state: ClusterState, jobs: list[JobStatus]
+                    ) -> tuple[dict[str, int], dict[str, JobStatus]]:
+        """Workers per job: every job its minimum, oldest first (placed jobs first) while the
+        cluster has room, then one worker at a time to the smallest dominant share.
+
+        In plain floats over the three resources: the same elementwise IEEE arithmetic as
+        numpy on 3-vectors (so the same sizes), without numpy's per-call cost, which was most
+        of a round with a thousand jobs waiting.
+        """
+        up = state.capacity[state.node_up].sum(axis=0)
+        c0, c1, c2 = (c if c > 0 else math.inf for c in up.tolist())
+        b0, b1, b2 = up.astype(float).tolist()  # the budget left
+        eps = 1e-9
+        shapes = self._shapes
+        seen: dict[str, tuple] = {}
+        alloc: dict[str, int] = {}
+        held: dict[str, tuple[float, float, float]] = {}  # the need of each allocation
+        # Placed jobs first, each group in arrival order (`jobs` is): a stable partition.
+        for job in [j for j in jobs if j.state.placed] + [j for j in jobs if not j.state.placed]:
+            s = job.spec
+            shape = shapes.get(job.name)
+            if shape is None or shape[0] is not s:
+                wd, pd = s.worker_demand.as_array().tolist(), s.ps_demand.as_array().tolist()
+                # ps_for's rule as a number: -1 no PS, else the submitted PS count
+                kind_ps = s.num_ps if (s.kind == JobKind.PS or s.num_ps) else -1
+                shape = (s, wd, pd, kind_ps, max(s.initial_workers, 1), None)
+                shape = shapes[job.name] = shape[:5] + (_need(shape, s.min_workers),)
+            seen[job.name] = shape
+            n0, n1, n2 = shape[5]
+            if n0 <= b0 + eps and n1 <= b1 + eps and n2 <= b2 + eps:
+                alloc[job.name] = s.min_workers
+                held[job.name] = shape[5]
+                b0, b1, b2 = b0 - n0, b1 - n1, b2 - n2
+        by_name = {j.name: j for j in jobs}
+        heap = [(max(n[0] / c0, n[1] / c1, n[2] / c2), by_name[name].spec.arrival, name)
+                for name, n in held.items()]
+        heapq.heapify(heap)
+        while heap:
+            _, arrival, name = heapq.heappop(heap)
+            w = alloc[name]
+            if w >= by_name[name].spec.max_workers:
+                continue
+            now, more = held[name], _need(seen[name], w + 1)
+            e0, e1, e2 = more[0] - now[0], more[1] - now[1], more[2] - now[2]
+            if not (e0 <= b0 + eps and e1 <= b1 + eps and e2 <= b2 + eps):
+                continue
+            alloc[name] = w + 1
+            held[name] = more
+            b0, b1, b2 = b0 - e0, b1 - e1, b2 - e2
+            heapq.heappush(heap, (max(more[0] / c0, more[1] / c1, more[2] / c2), arrival, name))
+        if len(shapes) > 2 * len(jobs) + 1000:
+            self._shapes = {n: shapes[n] for n in seen}
+        return alloc, by_name
 
     def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
         """Dorm's partitions now: the workers each active job holds and the dominant share

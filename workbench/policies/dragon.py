@@ -22,6 +22,7 @@ Written from the paper and the rules of its public controller (NTHU-LSALAB/DRAGO
 from __future__ import annotations
 
 import copy
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,7 @@ from ..model import (
     GPU,
     Action,
     ClusterState,
+    JobSpec,
     JobState,
     JobStatus,
     Place,
@@ -44,9 +46,12 @@ from ..model import (
 )
 from ..placement.ledger import Ledger, describe_shortfall
 from .base import Policy, register
-from .common import by_arrival, reject_impossible
+from .common import CheckedOnce, by_arrival
 
 _EPS = 1e-9
+_PENDING = JobState.PENDING  # a module global is found faster than an Enum member
+_NAME = attrgetter("name")
+_TRAINING = (JobState.RUNNING, JobState.RESTARTING)
 
 
 def _scratch(ledger: Ledger) -> Ledger:
@@ -156,6 +161,11 @@ class DragonPolicy(Policy):
         self.gangs: dict[str, dict[str, Any]] = {}
         self.placements = {"one_node": 0, "one_rack": 0, "multi_rack": 0, "nodes_total": 0}
         self.partial_released = 0
+        # Caches of what a job's spec alone (and the cluster's shape) decides, by job name:
+        self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
+        self._shape_of: dict[str, tuple[JobSpec, int]] = {}  # its gang shape, as a number
+        self._shape_ids: dict[tuple, int] = {}
+        self._gang_rows: dict[str, tuple] = {}  # `_remember_gangs` rows, by what made them
 
     @property
     def perf(self):
@@ -206,21 +216,39 @@ class DragonPolicy(Policy):
         job's enqueue time. Returns the queue in arrival order."""
         now = state.now
         # A partial placement left by another engine (kube-default) is released: all or nothing.
-        for job in state.jobs_in(JobState.HOLDING):
+        holding = state.jobs_in(JobState.HOLDING)
+        for job in holding:
             actions.append(Suspend(job.name, "released a partial placement: DRAGON starts a"
                                    " job's PS and workers together or not at all"))
             self.partial_released += 1
-        rejects, queue = reject_impossible(state, by_arrival(
-            [j for j in state.waiting if j.state is JobState.PENDING]))
+        pending = by_arrival([j for j in state.iter_waiting() if j.state is _PENDING])
+        rejects, queue = self._reject_impossible(state, pending)
         actions += rejects
-        waiting_names = {j.name for j in queue} | {j.name for j in state.jobs_in(JobState.HOLDING)}
-        for name in list(self._enqueued):
-            if name not in waiting_names:
-                del self._enqueued[name]
-        for job in queue:
-            # Time in queue counts from arrival, or from the round it came back (preempted).
-            self._enqueued.setdefault(job.name, job.spec.arrival if job.first_start is None else now)
+        enqueued = self._enqueued
+        queued_names = set(map(_NAME, queue))
+        for name in enqueued.keys() - queued_names - set(map(_NAME, holding)):
+            del enqueued[name]
+        new = queued_names - enqueued.keys()
+        for job in queue if new else ():  # in queue order
+            if job.name in new:
+                # Time in queue counts from arrival, or from the round it came back (preempted).
+                enqueued[job.name] = job.spec.arrival if job.first_start is None else now
         return queue
+
+
+    def _shape(self, job: JobStatus) -> int:
+        """The job's gang shape (demands, counts) as a small number, remembered by name: a
+        number hashes in no time, a tuple of `Resources` does not."""
+        got = self._shape_of.get(job.name)
+        if got is not None and got[0] is job.spec:
+            return got[1]
+        s = job.spec
+        shape = (s.worker_demand, s.ps_demand, s.num_ps, s.initial_workers, s.min_workers)
+        number = self._shape_ids.setdefault(shape, len(self._shape_ids))
+        if len(self._shape_of) > 100_000:
+            self._shape_of.clear()
+        self._shape_of[job.name] = (s, number)
+        return number
 
     def _serve_starving_head(self, state: ClusterState, ledger: Ledger, racks: np.ndarray,
                              head: JobStatus, actions: list[Action], placed_names: set[str]
@@ -262,26 +290,34 @@ class DragonPolicy(Policy):
         # Gang shapes that did not fit since the ledger last changed, with why: a job of the
         # same shape gets the same answer (the ledger only changes by a placement here), so
         # a long queue of look-alikes costs one placement attempt, not one each.
-        no_room: dict[tuple, str | None] = {}
-        for pos, job in enumerate(queue):
-            if job.name in placed_names or job.name == reserved_for:
-                continue
-            if reserved_for is not None:
-                text = (f"waiting: {reserved_for} has waited over {self.wait_threshold:.0f} s;"
-                        " DRAGON keeps free room for the oldest job")
-                if pos < 200 and text != job.reason:
+        no_room: dict[int, str | None] = {}
+        if reserved_for is not None:  # nobody starts; the first 200 are told why
+            text = (f"waiting: {reserved_for} has waited over {self.wait_threshold:.0f} s;"
+                    " DRAGON keeps free room for the oldest job")
+            for job in queue[:200]:
+                if not (job.name in placed_names or job.name == reserved_for or text == job.reason):
                     actions.append(Wait(job.name, text))
+            return False
+        shape_of, known = self._shape, self._shape_of
+        for pos, job in enumerate(queue):
+            if job.name in placed_names:
                 continue
-            s = job.spec
-            shape = (s.worker_demand, s.ps_demand, s.num_ps, s.initial_workers, s.min_workers)
-            plan = None if shape in no_room else locality_place(
-                ledger, job, s.initial_workers, s.min_workers, racks)
+            got = known.get(job.name)
+            shape = got[1] if got is not None and got[0] is job.spec else shape_of(job)
+            if shape in no_room:
+                if pos >= 200:  # no room, as for the last of its shape, and no reason to tell
+                    continue
+                plan = None
+            else:
+                s = job.spec
+                plan = locality_place(ledger, job, s.initial_workers, s.min_workers, racks)
             if plan is None:
                 why = no_room.get(shape)
                 if why is None and pos < 200:
-                    why = describe_shortfall(ledger, job, s.min_workers)
+                    why = describe_shortfall(ledger, job, job.spec.min_workers)
                 no_room[shape] = why
                 if pos < 200:
+                    s = job.spec
                     text = f"{why} (gang: {s.num_ps} PS + at least {s.min_workers} workers)"
                     if text != job.reason:
                         actions.append(Wait(job.name, text))
@@ -295,9 +331,9 @@ class DragonPolicy(Policy):
     def _plan_wakeup(self, state: ClusterState, queue: list[JobStatus], placed: set[str],
                      ledger: Ledger) -> None:
         times = []
-        left = [j for j in queue if j.name not in placed]
-        if left:
-            t = self._enqueued[left[0].name] + self.wait_threshold
+        first_left = next((j for j in queue if j.name not in placed), None)
+        if first_left is not None:
+            t = self._enqueued[first_left.name] + self.wait_threshold
             if t > state.now + _EPS:
                 times.append(t)
         elif self.scale_up and self._can_grow(state, ledger):
@@ -345,8 +381,9 @@ class DragonPolicy(Policy):
     def _scale_down_for(self, head: JobStatus, state: ClusterState, ledger: Ledger, waited: float
                         ) -> tuple[list[Action], tuple[Placement, Placement] | None]:
         scratch = _scratch(ledger)
-        running = [j for j in state.jobs_in(JobState.RUNNING, JobState.RESTARTING)
-                   if j.num_workers > j.spec.min_workers]
+        racks = state.racks  # built afresh on every access
+        running = [j for j in state.iter_placed()  # sorted below by a key unique per job
+                   if j.state in _TRAINING and j.num_workers > j.spec.min_workers]
         running.sort(key=lambda j: (-(j.num_workers - j.spec.min_workers), j.first_start or 0.0, j.name))
         removed: dict[str, Placement] = {}
         plan = None
@@ -355,7 +392,7 @@ class DragonPolicy(Policy):
             for node in self._removal_order(job):
                 while excess > 0 and job.workers[node] - removed.get(job.name, {}).get(node, 0) > 0:
                     plan = locality_place(scratch, head, head.spec.initial_workers,
-                                          head.spec.min_workers, state.racks)
+                                          head.spec.min_workers, racks)
                     if plan is not None:
                         break
                     scratch.give_back({node: 1}, job.spec.worker_demand)
@@ -368,7 +405,7 @@ class DragonPolicy(Policy):
                 break
         if plan is None:
             plan = locality_place(scratch, head, head.spec.initial_workers, head.spec.min_workers,
-                                  state.racks)
+                                  racks)
         if plan is None:
             return [], None
         actions: list[Action] = []
@@ -443,12 +480,20 @@ class DragonPolicy(Policy):
     # ---- teaching view ----------------------------------------------------------------------
 
     def _remember_gangs(self, state: ClusterState) -> None:
+        """Each placed job's gang for the teaching view. A row is made again only when the
+        job's placement, spec or node list changed (each round ~150 jobs run, most as before)."""
         gangs = {}
-        for job in state.jobs.values():
-            if not job.state.placed:
+        rows, kept = self._gang_rows, {}
+        nodes_list = state.nodes
+        for job in [j for j in state.jobs.values() if j.state.placed]:
+            cached = rows.get(job.name)
+            if (cached is not None and cached[2] is job.spec and cached[3] is nodes_list
+                    and cached[0] == job.workers and cached[1] == job.ps):
+                kept[job.name] = cached
+                gangs[job.name] = cached[4]
                 continue
             nodes = job.nodes
-            gangs[job.name] = {
+            row = {
                 "ps": dict(job.ps), "workers": dict(job.workers),
                 "min": job.spec.min_workers, "max": job.spec.max_workers,
                 "nodes": len(nodes),
@@ -456,6 +501,9 @@ class DragonPolicy(Policy):
                 "workers_away_from_ps": sum(c for n, c in job.workers.items() if not job.ps.get(n, 0))
                 if job.ps else 0,
             }
+            kept[job.name] = (dict(job.workers), dict(job.ps), job.spec, nodes_list, row)
+            gangs[job.name] = row
+        self._gang_rows = kept
         self.gangs = gangs
 
     def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from ..model import (
     CPU,
     Action,
     ClusterState,
+    JobSpec,
     JobState,
     JobStatus,
     Migrate,
@@ -52,11 +53,12 @@ from ..model import (
     describe_placement,
     total,
 )
-from ..placement.ledger import Ledger
+from ..placement.ledger import Ledger, describe_shortfall
 from .base import Policy, register
-from .common import by_arrival, reject_impossible, wait_reason
+from .common import MAX_WAIT_REASONS, CheckedOnce, by_arrival
 
 _EPS = 1e-9
+_PENDING = JobState.PENDING  # a module global is found faster than an Enum member
 
 
 def relative_growth(history: list[tuple[float, float, float]], window: float, increases: bool,
@@ -71,8 +73,11 @@ def relative_growth(history: list[tuple[float, float, float]], window: float, in
     k = 1 if by == "iterations" else 0
     t1, m1 = history[-1][k], history[-1][2]
     then = None
-    for point in reversed(history[:-1]):
-        if t1 - point[k] >= window - _EPS:
+    limit = window - _EPS
+    older = reversed(history)  # newest first, without copying a history of hundreds of points
+    next(older)
+    for point in older:
+        if t1 - point[k] >= limit:
             then = point
             break
     if then is None or m1 is None or then[2] is None:
@@ -116,6 +121,22 @@ class SpeConPolicy(Policy):
         self._last_moved: dict[str, float] = {}
         self._held: set[str] = set()
         self._pending_effect: list[dict[str, Any]] = []  # migrations whose effect is not yet seen
+        # Caches of what a job's spec alone (and the cluster's shape) decides, by job name:
+        self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
+        self._shape_of: dict[str, tuple[JobSpec, int]] = {}  # its gang shape, as a number
+        self._shape_ids: dict[tuple, int] = {}
+
+
+    def _shape(self, job: JobStatus) -> int:
+        """The job's gang shape (demands, counts) as a small number, remembered by name: a
+        number hashes in no time, a tuple of `Resources` does not."""
+        s = job.spec
+        shape = (s.worker_demand, s.ps_demand, s.initial_workers, s.num_ps)
+        number = self._shape_ids.setdefault(shape, len(self._shape_ids))
+        if len(self._shape_of) > 100_000:
+            self._shape_of.clear()
+        self._shape_of[job.name] = (s, number)
+        return number
 
     @property
     def perf(self):
@@ -393,17 +414,24 @@ class SpeConPolicy(Policy):
     # ---- placing waiting jobs -------------------------------------------------------------
 
     def _place_waiting(self, state: ClusterState, ledger: Ledger, use: np.ndarray) -> list[Action]:
-        actions, queue = reject_impossible(state, by_arrival(
-            [j for j in state.waiting if j.state is JobState.PENDING]))
+        pending = by_arrival([j for j in state.iter_waiting() if j.state is _PENDING])
+        actions, queue = self._reject_impossible(state, pending)
         cores = state.capacity[:, CPU]
         # Shapes `_spread_gang` found no room for, by the ledger content they were tried on:
         # a long queue of look-alike jobs costs one try per shape until something is placed
         # (not with a placement plugin, whose choices may draw random numbers).
-        no_room: dict[tuple, int] = {}
+        no_room: dict[int, int] = {}
+        # Why a shape waits, by ledger content (`version`) and shape: the same words for each
+        # of the first `MAX_WAIT_REASONS` look-alikes (`common.wait_reason`).
+        shortfall: dict[tuple[int, int], str] = {}
+        memo = ledger.view is None
+        known, shape_of = self._shape_of, self._shape
         for pos, job in enumerate(queue):
             spec = job.spec
             n = spec.initial_workers
             held = job.name in self._held
+            got = known.get(job.name)
+            shape = got[1] if got is not None and got[0] is spec else shape_of(job)
             if held:
                 # A held job comes back only where it slows nobody down.
                 plan = self._cool_placement_for_new(state, ledger, use, job)
@@ -413,17 +441,21 @@ class SpeConPolicy(Policy):
                         actions.append(Wait(job.name, text))
                     continue
             else:
-                shape = (spec.worker_demand, spec.ps_demand, n, spec.num_ps)
-                if ledger.view is None and no_room.get(shape) == ledger.version:
+                if memo and no_room.get(shape) == ledger.version:
                     plan = None
                 else:
                     plan = self._spread_gang(ledger, job, n)
                     if plan is None:
                         no_room[shape] = ledger.version
             if plan is None:
-                w = wait_reason(ledger, job, n, pos, "SpeCon places whole jobs")
-                if w:
-                    actions.append(w)
+                if pos < MAX_WAIT_REASONS:
+                    key = (ledger.version, shape)
+                    text = shortfall.get(key)
+                    if text is None:
+                        text = shortfall[key] = (f"{describe_shortfall(ledger, job, n)}"
+                                                 " (SpeCon places whole jobs)")
+                    if text != job.reason:
+                        actions.append(Wait(job.name, text))
                 continue
             workers, ps = plan
             ledger.take(workers, spec.worker_demand)
