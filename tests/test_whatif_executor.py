@@ -58,3 +58,26 @@ def test_shared_pool_workers_end_when_the_app_process_is_killed():
     while any(alive(p) for p in workers) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(alive(p) for p in workers), "pool workers outlived their parent"
+
+
+def test_a_prepared_preview_runs_once_and_its_last_side_on_the_fork_gives_the_pooled_result():
+    """Run serially, the preview's last side runs on the fork itself (no copy); it gives what
+    the pool (every side on its own unpickled copy) gives, and a second run is refused."""
+    import pytest
+
+    from workbench.policies import make_policy
+    from workbench.whatif import prepare_preview
+
+    live = simulate(load_nodes("default", "small"), load_jobs("default"), "tiresias")
+    live.run(until=3 * 3600)
+    here = prepare_preview(live.backend, live.policy, make_policy("fifo"), 4 * 3600.0)
+    serial = here()
+    with pytest.raises(RuntimeError, match="runs once"):
+        here()
+    with ProcessPoolExecutor(2) as pool:
+        pooled = prepare_preview(live.backend, live.policy, make_policy("fifo"), 4 * 3600.0,
+                                 pool)()
+    for a, b in ((serial.table, pooled.table), (serial.changes, pooled.changes),
+                 (serial.decisions, pooled.decisions)):
+        assert a.to_csv() == b.to_csv()
+    assert not serial.decisions.empty

@@ -62,8 +62,19 @@ def fork_blob(base: Forkable) -> bytes:
     return pickle.dumps(base, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def own_copy(base: Forkable | bytes) -> Forkable:
-    """A copy of `base` to run on: a fork of it, or unpickled from `fork_blob`'s bytes."""
+@dataclass(frozen=True)
+class HandedOver:
+    """A fork handed to its last user, who runs on it rather than on a copy of it (a copy of
+    a Philly-scale fork costs about half a second)."""
+
+    base: Forkable
+
+
+def own_copy(base: Forkable | bytes | HandedOver) -> Forkable:
+    """A copy of `base` to run on: a fork of it, unpickled from `fork_blob`'s bytes, or the
+    fork itself when it was handed over."""
+    if isinstance(base, HandedOver):
+        return base.base
     if not isinstance(base, bytes):
         return base.fork()
     collecting = gc.isenabled()
@@ -76,11 +87,13 @@ def own_copy(base: Forkable | bytes) -> Forkable:
 
 
 def on_executor(executor: Executor | None, task: Callable[..., T], base: Forkable,
-                args: Sequence[tuple]) -> list[T]:
+                args: Sequence[tuple], hand_over: bool = False) -> list[T]:
     """`task(base, *a)` for each `a` of `args`, in order: one after another here (None), or
-    side by side on `executor` with `base` pickled once."""
+    side by side on `executor` with `base` pickled once. `hand_over`: `base` is not needed
+    afterwards, so the last task here runs on it rather than on a copy (`HandedOver`)."""
     if executor is None or not picklable(args):
-        return [task(base, *a) for a in args]
+        last = HandedOver(base) if hand_over and args else base
+        return [task(last if i == len(args) - 1 else base, *a) for i, a in enumerate(args)]
     blob = fork_blob(base)
     futures = [executor.submit(task, blob, *a) for a in args]
     return [future.result() for future in futures]
@@ -288,19 +301,30 @@ def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: f
     base, taken = look_ahead_base(backend, current.name)
     start = base.now
     base_usage = copy.copy(base.usage)
+    ran: list[bool] = []
     cur, new = current.name, candidate.name
 
     def run() -> SwitchPreview:
+        _run_once(ran)
         t0 = time.perf_counter()
         (row_a, jobs_a, acts_a), (row_b, jobs_b, acts_b) = on_executor(
             executor, preview_side, base,
-            [(cur, keep, start, horizon, base_usage), (new, candidate, start, horizon, base_usage)])
+            [(cur, keep, start, horizon, base_usage), (new, candidate, start, horizon, base_usage)],
+            hand_over=True)
         changes = job_changes(jobs_a, jobs_b, cur, new, start)
         decisions = pd.DataFrame(acts_a + acts_b, columns=DECISION_COLUMNS)
         return SwitchPreview(cur, new, start, horizon, pd.DataFrame([row_a, row_b]), changes,
                              decisions, time.perf_counter() - t0, taken)
 
     return run
+
+
+def _run_once(ran: list[bool]) -> None:
+    # the last side runs on the fork itself (`HandedOver`): a second run would start from
+    # where that side ended
+    if ran:
+        raise RuntimeError("a prepared preview or what-if runs once: prepare another")
+    ran.append(True)
 
 
 def preview_side(base: Forkable | bytes, label: str, engine: Policy, start: float,
@@ -475,12 +499,14 @@ def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
         check_engine(name)
     base, taken = look_ahead_base(backend)
     start = base.now
+    ran: list[bool] = []
 
     def run() -> WhatIfResult:
+        _run_once(ran)
         t0 = time.perf_counter()
         rows, jct = [], {}
         sides = on_executor(executor, what_if_side, base,
-                            [(name, until, budget_s) for name in names])
+                            [(name, until, budget_s) for name in names], hand_over=True)
         for name, (row, times) in zip(names, sides):
             rows.append({**row, "note": (row["note"] + snapshot_note(taken)).strip()})
             jct[name] = times
