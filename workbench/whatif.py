@@ -291,7 +291,8 @@ def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: f
                     executor: Executor | None = None) -> Callable[[], SwitchPreview]:
     """Fork `backend` now (a live cluster: its snapshot, see `look_ahead_base`); return a
     function running `current` (a copy, keeping its learning state) and `candidate` side by
-    side on the fork for `horizon` seconds (on `executor` when given)."""
+    side on the fork for `horizon` seconds (on `executor` when given). The function runs once:
+    run here, its last side runs on the fork itself."""
     if candidate.name == current.name:
         raise ValueError(f"{candidate.name} is already the engine scheduling now")
     try:
@@ -494,7 +495,8 @@ def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
     """Fork `backend` now (a live cluster: its snapshot, see `look_ahead_base`); return a
     function running each engine of `names` on its own copy of the fork to `until` (None: the
     end), each for at most `budget_s` seconds of wall time; on `executor` side by side when
-    given, else one after another (each copy dropped once measured)."""
+    given, else one after another (each copy dropped once measured; the last engine runs on
+    the fork itself, so the function runs once)."""
     for name in names:
         check_engine(name)
     base, taken = look_ahead_base(backend)
