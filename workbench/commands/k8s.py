@@ -158,18 +158,17 @@ def _check_installed(rest, manifest: dict) -> None:
     from kubernetes.client.exceptions import ApiException
 
     from ..k8s import kinds
+    from ..k8s.cache import kind_served
 
     k = kinds.BY_KIND[manifest["kind"]]
     if k is kinds.BATCH_JOB:
         return
     try:
-        found = rest.get(f"/apis/{k.group}/{k.version}")
+        served = kind_served(rest, k)
     except ApiException as e:
-        if e.status != 404:
-            raise WorkbenchError(f"cannot read the API group {k.api_version}: {e.status}"
-                                 f" {e.reason}") from None
-        found = {}
-    if not any(r.get("name") == k.plural for r in found.get("resources") or []):
+        raise WorkbenchError(f"cannot read the API group {k.api_version}: {e.status}"
+                             f" {e.reason}") from None
+    if not served:
         raise ConfigError(f"--kind {k.kind.lower()}: the cluster has no {k.kind} CRD"
                           f" ({k.plural}.{k.group}, {k.api_version}); install its operator"
                           f" first")

@@ -12,8 +12,9 @@ second when a cluster fills).
 produces: nodes (sorted by name) with capacity from `allocatable` cpu/memory/`nvidia.com/gpu`,
 allocation from the requests of bound pods that have not ended, and one `JobStatus` per
 training job, its pods grouped by the `workbench.io/job` label (else their operator's job-name
-label, `kinds.group_label`; a pod with neither is a job of its own), its progress from the `workbench.io/progress` annotation. `K8sBackend` builds on the
-same pieces and keeps each job's history across rounds (`reconcile`).
+label, `kinds.group_label`; a pod with neither is a job of its own), its progress from the
+`workbench.io/progress` annotation. `K8sBackend` builds on the same pieces and keeps each job's
+history across rounds (`reconcile`).
 
 The node emulator (`local.emulator`) reads the cluster with the same `Informer`, pod helpers
 (`spec_from_pods`, `progress_of`, `role_of`, `bound_placement`) and sped-up `Clock`, so the
@@ -249,16 +250,14 @@ class ClusterCache:
         a kind that is not is reported once and not watched (a watch on a missing resource
         would fail forever). A kind whose API group could not be read (the API server down)
         is asked about again at the next call."""
-        ns = f"/namespaces/{self.namespace}" if self.namespace else ""
         added = []
         for k in self._wanted_kinds:
             if k.kind in self.custom or k.kind in self.not_installed:
                 continue
             installed = self._installed(k)
             if installed:
-                added.append(Informer(
-                    self.rest, f"/apis/{k.group}/{k.version}{ns}/{k.plural}", self.stop_event,
-                    self._on_job, self.watch_timeout))
+                added.append(Informer(self.rest, k.path(self.namespace), self.stop_event,
+                                      self._on_job, self.watch_timeout))
                 self.custom[k.kind] = added[-1]
             elif installed is False:
                 self.not_installed.append(k.kind)
@@ -269,14 +268,9 @@ class ClusterCache:
     def _installed(self, k: kinds.OwnerKind) -> bool | None:
         """Whether the cluster serves `k` (None: could not tell)."""
         try:
-            found = self.rest.get(f"/apis/{k.group}/{k.version}")
-        except ApiException as e:
-            if e.status == 404:
-                return False
-            return None
+            return kind_served(self.rest, k)
         except Exception:  # noqa: BLE001 - no answer: asked again later
             return None
-        return any(r.get("name") == k.plural for r in found.get("resources") or [])
 
     def start_new_kinds(self) -> None:
         """Watch the custom kinds that could not be asked about when the cache started."""
@@ -515,6 +509,18 @@ def pod_demand(pod: dict) -> Resources:
     return Resources(cpu, mem, gpu)
 
 
+def kind_served(rest: Rest, k: kinds.OwnerKind) -> bool:
+    """Whether the cluster serves `k`: its API group lists its resource (a group the cluster
+    does not have, 404, is False; any other error is raised)."""
+    try:
+        found = rest.get(f"/apis/{k.group}/{k.version}")
+    except ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return any(r.get("name") == k.plural for r in found.get("resources") or [])
+
+
 def role_of(pod: dict) -> str:
     """`worker` or `ps`: the `workbench.io/role` label, else what its operator's labels say."""
     pod_labels = pod["metadata"].get("labels") or {}
@@ -721,6 +727,7 @@ __all__ = [
     "group_pods",
     "job_key",
     "job_name",
+    "kind_served",
     "node_from_k8s",
     "node_schedulable",
     "owner_of",
