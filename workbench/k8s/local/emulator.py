@@ -21,7 +21,6 @@ import argparse
 import datetime as dt
 import json
 import logging
-import signal
 import sys
 import threading
 import time
@@ -43,7 +42,8 @@ from ..cache import (
 )
 from ..outage import OUTAGES, no_answer
 from ..quantity import cpu_quantity, mem_quantity
-from ..rest import MERGE, Rest, client_from_kubeconfig
+from ..rest import MERGE, Rest
+from .daemon import run_daemon
 
 log = logging.getLogger("workbench.k8s.local.emulator")
 
@@ -553,21 +553,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.speed <= 0:
         print("emulator: --speed must be > 0", file=sys.stderr)
         return 2
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        api_client = client_from_kubeconfig(args.kubeconfig, pool_size=args.threads + 4)
-    except Exception as e:  # noqa: BLE001 - one line for a bad kubeconfig
-        print(f"emulator: {args.kubeconfig}: cannot load kubeconfig: {e}", file=sys.stderr)
-        return 2
-    emulator = NodeEmulator(api_client, speed=args.speed, selector=args.selector,
-                            lease_interval=args.lease_interval,
-                            report_interval=args.report_interval, threads=args.threads)
-    signal.signal(signal.SIGTERM, lambda *_: emulator.stop())
-    signal.signal(signal.SIGINT, lambda *_: emulator.stop())
-    emulator.run()
-    log.info("stopped: %s", emulator.stats)
-    return 0
+    return run_daemon("emulator", args.kubeconfig, args.threads + 4, args.log_level,
+                      lambda api_client: NodeEmulator(
+                          api_client, speed=args.speed, selector=args.selector,
+                          lease_interval=args.lease_interval,
+                          report_interval=args.report_interval, threads=args.threads), log)
 
 
 if __name__ == "__main__":

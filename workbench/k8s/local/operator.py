@@ -45,7 +45,6 @@ import argparse
 import copy
 import datetime as dt
 import logging
-import signal
 import sys
 import threading
 import time
@@ -70,7 +69,8 @@ from ..kinds import (
     OwnerKind,
 )
 from ..outage import OUTAGES, no_answer
-from ..rest import MERGE, Rest, client_from_kubeconfig
+from ..rest import MERGE, Rest
+from .daemon import run_daemon
 
 log = logging.getLogger("workbench.k8s.local.operator")
 
@@ -595,20 +595,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.resync <= 0:
         print("operator: --resync must be > 0", file=sys.stderr)
         return 2
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        api_client = client_from_kubeconfig(args.kubeconfig, pool_size=args.threads + 8)
-    except Exception as e:  # noqa: BLE001 - one line for a bad kubeconfig
-        print(f"operator: {args.kubeconfig}: cannot load kubeconfig: {e}", file=sys.stderr)
-        return 2
-    operator = Operator(api_client, resync=args.resync, threads=args.threads,
-                        ready_file=args.ready_file)
-    signal.signal(signal.SIGTERM, lambda *_: operator.stop())
-    signal.signal(signal.SIGINT, lambda *_: operator.stop())
-    operator.run()
-    log.info("stopped: %s", dict(operator.stats))
-    return 0
+    return run_daemon("operator", args.kubeconfig, args.threads + 8, args.log_level,
+                      lambda api_client: Operator(api_client, resync=args.resync,
+                                                  threads=args.threads,
+                                                  ready_file=args.ready_file), log)
 
 
 if __name__ == "__main__":
