@@ -106,6 +106,28 @@ class CheckedOnce:
         return actions, keep
 
 
+class ShapeNumbers:
+    """Gang shapes as small numbers, remembered by job name: a number hashes in no time, a
+    tuple of `Resources` does not. `shape(spec)` says what makes two jobs look alike to the
+    engine; `known[name]` is (spec, number), for a hot loop to read without a call."""
+
+    def __init__(self, shape: Callable[[JobSpec], tuple]) -> None:
+        self.shape = shape  # a module-level function: the engine stays picklable
+        self.ids: dict[tuple, int] = {}
+        self.known: dict[str, tuple[JobSpec, int]] = {}
+
+    def number(self, job: JobStatus) -> int:
+        got = self.known.get(job.name)
+        if got is not None and got[0] is job.spec:
+            return got[1]
+        s = job.spec
+        number = self.ids.setdefault(self.shape(s), len(self.ids))
+        if len(self.known) > 100_000:
+            self.known.clear()
+        self.known[job.name] = (s, number)
+        return number
+
+
 class NewArrivalCheck:
     """`reject_impossible` for engines that walk only the front of a long queue: each round it
     checks the jobs that arrived since the last round (all waiting jobs again when the

@@ -46,7 +46,7 @@ from ..model import (
 )
 from ..placement.ledger import Ledger, describe_shortfall
 from .base import Policy, register
-from .common import CheckedOnce, by_arrival
+from .common import CheckedOnce, ShapeNumbers, by_arrival
 
 _EPS = 1e-9
 _PENDING = JobState.PENDING  # a module global is found faster than an Enum member
@@ -139,6 +139,11 @@ def locality_place(ledger: Ledger, job: JobStatus, workers: int, min_workers: in
     return placed, ps
 
 
+def _gang_shape(s: JobSpec) -> tuple:
+    """What makes two waiting jobs look alike to DRAGON's queue walk."""
+    return (s.worker_demand, s.ps_demand, s.num_ps, s.initial_workers, s.min_workers)
+
+
 @register("dragon")
 class DragonPolicy(Policy):
     def __init__(self, wait_threshold: float = 30.0, idle_threshold: float = 60.0,
@@ -163,8 +168,7 @@ class DragonPolicy(Policy):
         self.partial_released = 0
         # Caches of what a job's spec alone (and the cluster's shape) decides, by job name:
         self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
-        self._shape_of: dict[str, tuple[JobSpec, int]] = {}  # its gang shape, as a number
-        self._shape_ids: dict[tuple, int] = {}
+        self._shapes = ShapeNumbers(_gang_shape)  # its gang shape, as a number
         self._gang_rows: dict[str, tuple] = {}  # `_remember_gangs` rows, by what made them
 
     @property
@@ -235,21 +239,6 @@ class DragonPolicy(Policy):
                 enqueued[job.name] = job.spec.arrival if job.first_start is None else now
         return queue
 
-
-    def _shape(self, job: JobStatus) -> int:
-        """The job's gang shape (demands, counts) as a small number, remembered by name: a
-        number hashes in no time, a tuple of `Resources` does not."""
-        got = self._shape_of.get(job.name)
-        if got is not None and got[0] is job.spec:
-            return got[1]
-        s = job.spec
-        shape = (s.worker_demand, s.ps_demand, s.num_ps, s.initial_workers, s.min_workers)
-        number = self._shape_ids.setdefault(shape, len(self._shape_ids))
-        if len(self._shape_of) > 100_000:
-            self._shape_of.clear()
-        self._shape_of[job.name] = (s, number)
-        return number
-
     def _serve_starving_head(self, state: ClusterState, ledger: Ledger, racks: np.ndarray,
                              head: JobStatus, actions: list[Action], placed_names: set[str]
                              ) -> tuple[bool, str | None]:
@@ -298,7 +287,7 @@ class DragonPolicy(Policy):
                 if not (job.name in placed_names or job.name == reserved_for or text == job.reason):
                     actions.append(Wait(job.name, text))
             return False
-        shape_of, known = self._shape, self._shape_of
+        shape_of, known = self._shapes.number, self._shapes.known
         for pos, job in enumerate(queue):
             if job.name in placed_names:
                 continue

@@ -55,7 +55,7 @@ from ..model import (
 )
 from ..placement.ledger import Ledger, describe_shortfall
 from .base import Policy, register
-from .common import MAX_WAIT_REASONS, CheckedOnce, by_arrival
+from .common import MAX_WAIT_REASONS, CheckedOnce, ShapeNumbers, by_arrival
 
 _EPS = 1e-9
 _PENDING = JobState.PENDING  # a module global is found faster than an Enum member
@@ -87,6 +87,11 @@ def relative_growth(history: list[tuple[float, float, float]], window: float, in
         return None
     scale = max(abs(m0), 1e-12)
     return (m1 - m0) / scale if increases else (m0 - m1) / scale
+
+
+def _gang_shape(s: JobSpec) -> tuple:
+    """What makes two waiting jobs look alike to SpeCon's queue walk."""
+    return (s.worker_demand, s.ps_demand, s.initial_workers, s.num_ps)
 
 
 @register("specon")
@@ -123,20 +128,7 @@ class SpeConPolicy(Policy):
         self._pending_effect: list[dict[str, Any]] = []  # migrations whose effect is not yet seen
         # Caches of what a job's spec alone (and the cluster's shape) decides, by job name:
         self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
-        self._shape_of: dict[str, tuple[JobSpec, int]] = {}  # its gang shape, as a number
-        self._shape_ids: dict[tuple, int] = {}
-
-
-    def _shape(self, job: JobStatus) -> int:
-        """The job's gang shape (demands, counts) as a small number, remembered by name: a
-        number hashes in no time, a tuple of `Resources` does not."""
-        s = job.spec
-        shape = (s.worker_demand, s.ps_demand, s.initial_workers, s.num_ps)
-        number = self._shape_ids.setdefault(shape, len(self._shape_ids))
-        if len(self._shape_of) > 100_000:
-            self._shape_of.clear()
-        self._shape_of[job.name] = (s, number)
-        return number
+        self._shapes = ShapeNumbers(_gang_shape)  # its gang shape, as a number
 
     @property
     def perf(self):
@@ -425,7 +417,7 @@ class SpeConPolicy(Policy):
         # of the first `MAX_WAIT_REASONS` look-alikes (`common.wait_reason`).
         shortfall: dict[tuple[int, int], str] = {}
         memo = ledger.view is None
-        known, shape_of = self._shape_of, self._shape
+        known, shape_of = self._shapes.known, self._shapes.number
         for pos, job in enumerate(queue):
             spec = job.spec
             n = spec.initial_workers
