@@ -6,7 +6,8 @@ and each ending with the independent over-commit audit (`k8s_helpers.Auditor`):
    are held in it, and a Place of the whole node is refused;
 2. a bind carried out by the API server whose answer is lost (a fake in the transport) is
    resolved by reading the pod back, and held while even that gets no answer;
-3. a completed job's pods that do not end are deleted; the emulator ends what is left of a
+3. a completed job's pods that do not end are deleted; a job whose pods were deleted as they
+   succeeded is complete by its Job's condition; the emulator ends what is left of a
    job one of whose pods succeeded, and a progress report rounded just below the end is the
    end; DRAGON loses no job across a SIGKILLed apiserver during heavy binding, and the outage
    is one log line (item 6), not one per retried request;
@@ -28,7 +29,7 @@ from k8s_helpers import auditor, fresh_namespace, no_overcommit, run_in_backgrou
 from k8s_helpers import need_binaries as _need_binaries
 
 from workbench.control import Controller
-from workbench.k8s import labels
+from workbench.k8s import kinds, labels
 from workbench.k8s.binder import Binder
 from workbench.model import GPU, JobSpec, JobState, Place, Resources
 from workbench.perf import default_perf
@@ -252,6 +253,38 @@ def test_the_pods_left_of_a_completed_gang_are_deleted(cluster, namespace):
             == ["half-1"]
 
 
+@pytest.mark.integration
+def test_a_job_whose_pods_were_deleted_as_they_succeeded_is_complete(cluster, namespace):
+    """A restart's delete that races the pods' own success (an API server outage widens the
+    window) leaves no pod, and a Job that is Complete and creates none again: the job is
+    complete, not sent back to wait for pods forever (seen in CI: DRAGON's run never ended)."""
+    rest = cluster.rest
+    spec = _job("raced", 0.0, 2, seconds=30.0)
+    with _backend(cluster, namespace) as backend:
+        _submit(backend, [spec.with_(arrival=backend.now)])
+        assert backend.apply([Place("raced", "gang", {N0: 2})])[0].applied
+        until("the job running", lambda: (backend.observe(), backend.jobs["raced"].state
+                                          is JobState.RUNNING)[1], timeout=30)
+        path = f"/apis/batch/v1/namespaces/{namespace}/jobs/raced"
+
+        def complete():
+            conds = rest.get(path).get("status", {}).get("conditions") or []
+            return any(c["type"] == "Complete" and c["status"] == "True" for c in conds)
+        until("the Job complete (the backend not told)", complete, timeout=60)
+        for pod in rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]:
+            rest.delete(f"/api/v1/namespaces/{namespace}/pods/{pod['metadata']['name']}",
+                        grace_period_seconds=0)
+        until("its pods gone", lambda: not rest.get(
+            f"/api/v1/namespaces/{namespace}/pods")["items"], timeout=30)
+        until("the backend's cache with the Job complete and without the pods", lambda: not [
+            p for p in backend.cache.snapshot()[1] if p["metadata"]["namespace"] == namespace]
+            and kinds.BATCH_JOB.succeeded(backend.cache.owner_object("Job", namespace, "raced")))
+        backend.observe()
+        job = backend.jobs["raced"]
+        assert job.state is JobState.COMPLETED, (job.state, job.reason)
+        assert job.progress == spec.total_work and backend.done()
+
+
 def _emulator(finished: list):
     from workbench.k8s.local.emulator import NodeEmulator
 
@@ -296,6 +329,28 @@ def test_the_emulator_ends_a_half_gang_whose_report_was_rounded_below_the_end():
         emu.pool.shutdown()
 
 
+def _left(cluster, namespace: str, backend) -> dict:
+    """What a run that did not end left behind: the backend's jobs as it tracks them, and
+    their pods and Jobs as the API server has them."""
+    import time as _time
+
+    pods = cluster.rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+    jobs = cluster.rest.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")["items"]
+    tracked = {t.name: t for t in backend.book.tracked.values()}
+    out = {}
+    for st in list(backend.active.values()):
+        t = tracked.get(st.name)
+        mine = [p for p in pods if st.name in p["metadata"]["name"]]
+        out[st.name] = {
+            "state": (st.state.value, st.reason),
+            "plan": t and (t.plan, round(_time.monotonic() - t.plan_since), t.plan_timeouts),
+            "pods": [(p["metadata"]["name"], p["status"].get("phase"), p["spec"].get("nodeName"),
+                      bool(p["metadata"].get("deletionTimestamp"))) for p in mine],
+            "jobs": [(j["metadata"]["name"], j["spec"].get("parallelism"), j.get("status"))
+                     for j in jobs if j["metadata"]["name"] == st.name]}
+    return out
+
+
 def _dragon_jobs(t0: float, n: int) -> list[JobSpec]:
     jobs = synthetic_workload(n, arrival_rate=1 / 30, max_workers=8, seed=14, ps_jobs=0.0,
                               gpus_per_node=8)
@@ -323,7 +378,7 @@ def test_dragon_loses_nothing_when_the_apiserver_is_killed_while_binding(cluster
               every=0.01)
         cluster.restart("kube-apiserver", down_seconds=2.0, kill=True)
         thread.join(timeout=240)
-        assert not thread.is_alive() and not errors, errors
+        assert not thread.is_alive() and not errors, (errors, _left(cluster, namespace, backend))
         assert backend.done(), {j.name: j.reason for j in backend.active.values()}
         assert sorted(j.name for j in backend.finished) == sorted(s.name for s in specs)
         assert all(j.state is JobState.COMPLETED for j in backend.finished), \

@@ -51,6 +51,7 @@ class OwnerKind:
     replica_specs: str = ""  # the spec field holding replica specs (Kubeflow kinds)
     ps_types: tuple[str, ...] = ()  # replica types that are parameter servers
     scaled: tuple[tuple[str, str], ...] = ()  # (role, the replica type its scaling changes)
+    done: str = "Succeeded"  # the condition its controller sets True when the job succeeded
 
     @property
     def api_version(self) -> str:
@@ -60,6 +61,11 @@ class OwnerKind:
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         ns = f"/namespaces/{namespace}" if namespace else ""
         return f"{base}{ns}/{self.plural}" + (f"/{name}" if name else "")
+
+    def succeeded(self, obj: dict | None) -> bool:
+        """Whether the object's controller says the job succeeded (its `done` condition)."""
+        conds = ((obj or {}).get("status") or {}).get("conditions") or []
+        return any(c.get("type") == self.done and c.get("status") == "True" for c in conds)
 
     def role_of_type(self, replica_type: str) -> str:
         ps = {t.lower() for t in self.ps_types}
@@ -107,8 +113,8 @@ PYTORCHJOB = OwnerKind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", "pytor
                        scaled=((labels.ROLE_WORKER, "Worker"),))
 TFJOB = OwnerKind("TFJob", "kubeflow.org", "v1", "tfjobs", "tfReplicaSpecs", ps_types=("PS",),
                   scaled=((labels.ROLE_WORKER, "Worker"), (labels.ROLE_PS, "PS")))
-JOBSET = OwnerKind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets")
-BATCH_JOB = OwnerKind("Job", "batch", "v1", "jobs")
+JOBSET = OwnerKind("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", done="Completed")
+BATCH_JOB = OwnerKind("Job", "batch", "v1", "jobs", done="Complete")
 
 KUBEFLOW_KINDS = (PYTORCHJOB, TFJOB)
 CUSTOM_KINDS = (PYTORCHJOB, TFJOB, JOBSET)

@@ -387,6 +387,9 @@ class Reconciler:
             self._complete(job, now)
             self.book.lingering[job.key] = mono  # its other pods should end soon (`_reap`)
             return
+        if not group.live and self._owner_succeeded(job, owner_objs):
+            self._complete(job, now)  # its pods were deleted as they succeeded (see below)
+            return
         if group.failed and not group.live and self._gave_up(job, owner_objs):
             self.book.finish(job, now, JobState.REJECTED,
                              f"failed: {group.failed} pod(s) failed and none will be re-created")
@@ -484,6 +487,12 @@ class Reconciler:
     def _missing(self, job: TrackedJob, owner_objs: dict, now: float, mono: float) -> None:
         """A tracked job none of whose pods are left: re-created soon, or deleted for good."""
         st = job.status
+        if self._owner_succeeded(job, owner_objs):
+            # A restart's delete can race the pods' own success (more so when an API server
+            # outage delays what the watch shows): the pods are gone, but their Job is
+            # Complete and will create none again. Waiting for them would wait forever.
+            self._complete(job, now)
+            return
         owners_alive = any((kind, job.key[0], name) in owner_objs
                            for refs in job.owners.values() for kind, name in refs)
         # none of its pods is left: a planned placement's reservation must not count pods
@@ -507,6 +516,12 @@ class Reconciler:
         if owners_alive or job.plan is not None or mono - job.missing_since < 10.0:
             return
         self.book.finish(job, now, JobState.REJECTED, "deleted: its pods and Job are gone")
+
+    def _owner_succeeded(self, job: TrackedJob, owner_objs: dict) -> bool:
+        """Whether an object owning the job's pods says the job succeeded (a Job Complete,
+        a PyTorchJob or TFJob Succeeded, a JobSet Completed)."""
+        return any(kinds.BY_KIND[kind].succeeded(owner_objs.get((kind, job.key[0], name)))
+                   for refs in job.owners.values() for kind, name in refs)
 
     def _gave_up(self, job: TrackedJob, owner_objs: dict) -> bool:
         """Failed pods nobody re-creates: bare pods, or owners that failed or are gone."""
