@@ -276,13 +276,24 @@ def test_a_job_whose_pods_were_deleted_as_they_succeeded_is_complete(cluster, na
                         grace_period_seconds=0)
         until("its pods gone", lambda: not rest.get(
             f"/api/v1/namespaces/{namespace}/pods")["items"], timeout=30)
-        until("the backend's cache with the Job complete and without the pods", lambda: not [
-            p for p in backend.cache.snapshot()[1] if p["metadata"]["namespace"] == namespace]
-            and kinds.BATCH_JOB.succeeded(backend.cache.owner_object("Job", namespace, "raced")))
+        # and a pod of the job re-created meanwhile, as a PS Job re-creates its deleted pods
+        rest.post(f"/api/v1/namespaces/{namespace}/pods",
+                  {**_plain_pod(namespace, "raced", 9, {}),
+                   "metadata": {"name": "raced-ps-9", "namespace": namespace,
+                                "labels": {labels.JOB: "raced", labels.ROLE: labels.ROLE_PS}}})
+
+        def cached():
+            pods = [p["metadata"]["name"] for p in backend.cache.snapshot()[1]
+                    if p["metadata"]["namespace"] == namespace]
+            job = backend.cache.owner_object("Job", namespace, "raced")
+            return pods == ["raced-ps-9"] and kinds.BATCH_JOB.succeeded(job)
+        until("the backend's cache with the Job complete and only the new pod", cached)
         backend.observe()
         job = backend.jobs["raced"]
         assert job.state is JobState.COMPLETED, (job.state, job.reason)
         assert job.progress == spec.total_work and backend.done()
+        until("the new pod deleted", lambda: not rest.get(
+            f"/api/v1/namespaces/{namespace}/pods")["items"], timeout=30)
 
 
 def _emulator(finished: list):

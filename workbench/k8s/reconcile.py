@@ -377,18 +377,18 @@ class Reconciler:
             st.metric = report.metric
         job.pending_pods = group.pending
         job.bound_pods = [p for p in group.live if p["spec"].get("nodeName")]
-        if group.succeeded:
+        if group.succeeded or self._owner_succeeded(job, owner_objs):
             # a training job's pods end together when its work is done; a Job with
             # completions unset creates no pod after one has succeeded, so pods still
-            # pending (re-created by a restart that raced the end) would wait forever
+            # pending (re-created by a restart that raced the end) would wait forever. The
+            # succeeded pod may itself be gone (deleted by that restart as it succeeded),
+            # its Job Complete while another role's Job (the PS) re-creates pods: the
+            # owner's condition says the work is done.
             extra = [p for ps in group.pending.values() for p in ps]
             if extra:
                 self.actuator.delete_pods(job, extra, recreate=False)
             self._complete(job, now)
             self.book.lingering[job.key] = mono  # its other pods should end soon (`_reap`)
-            return
-        if not group.live and self._owner_succeeded(job, owner_objs):
-            self._complete(job, now)  # its pods were deleted as they succeeded (see below)
             return
         if group.failed and not group.live and self._gave_up(job, owner_objs):
             self.book.finish(job, now, JobState.REJECTED,
