@@ -364,14 +364,18 @@ def _soak_one(cfg: SoakConfig, cluster, engine: str, say) -> dict:
             census = _drive(cfg, cluster, replicas, submitter, specs, namespace, faults,
                             started + timeout, say)
             stuck_after = _linger(cfg, rest, namespace, specs, census, submitter)
+            left = _not_done(specs, census)
+            stuck_state = _cluster_says(rest, namespace, (left + sorted(stuck_after))[:10])
         finally:
             submitter.stop.set()
             replicas.stop()
         ended = time.monotonic()
         problems = audit.check()
         lines = replicas.log_lines()
-    return _result(cfg, engine, specs, submitter.created, census, stuck_after, audit, problems,
-                   faults, replicas.restarts, started, ended, lines)
+    result = _result(cfg, engine, specs, submitter.created, census, stuck_after, audit,
+                     problems, faults, replicas.restarts, started, ended, lines)
+    result["stuck_state"] = stuck_state
+    return result
 
 
 def _drive(cfg: SoakConfig, cluster, replicas: _Replicas, submitter: _Submitter, specs,
@@ -450,14 +454,54 @@ def _linger(cfg: SoakConfig, rest, namespace: str, specs, census: _Census,
         time.sleep(1.0)
 
 
-def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
-            stuck_after: dict[str, int], audit, problems: list[str], faults: list[Fault],
-            restarts: int, started: float, ended: float, lines: list[str]) -> dict:
+def _not_done(specs, census: _Census) -> list[str]:
+    """The jobs neither complete, lost nor rejected (by their Kubernetes names)."""
     from ..k8s.manifests import k8s_name
 
     names = [k8s_name(s.name) for s in specs]
-    not_done = [n for n in names if n not in census.complete and n not in census.lost
-                and n not in census.rejected]
+    return [n for n in names if n not in census.complete and n not in census.lost
+            and n not in census.rejected]
+
+
+def _cluster_says(rest, namespace: str, jobs: list[str]) -> dict[str, dict]:
+    """What the API server holds of each stuck job at the end, whatever the scheduler thinks:
+    its pods counted by role, phase and bound or not, and its Jobs' counts and conditions."""
+    from ..k8s import labels
+
+    try:
+        pods = rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+        owners = rest.get(f"/apis/batch/v1/namespaces/{namespace}/jobs")["items"]
+    except Exception as e:  # noqa: BLE001 - a diagnosis, not the result
+        return {"error": {"reading the cluster": str(e)[:200]}}
+    out: dict[str, dict] = {}
+    for job in jobs:
+        counts: dict[str, int] = {}
+        for p in pods:
+            meta = p["metadata"]
+            if (meta.get("labels") or {}).get(labels.JOB) != job:
+                continue
+            where = "bound" if p["spec"].get("nodeName") else "unbound"
+            gone = " deleting" if meta.get("deletionTimestamp") else ""
+            key = f"{(meta.get('labels') or {}).get(labels.ROLE)} {p['status'].get('phase')}" \
+                  f" {where}{gone}"
+            counts[key] = counts.get(key, 0) + 1
+        owned = {}
+        for o in owners:
+            if o["metadata"]["name"] in (job, f"{job}-ps"):
+                st = o.get("status") or {}
+                owned[o["metadata"]["name"]] = {
+                    "parallelism": o["spec"].get("parallelism"),
+                    **{k: st.get(k, 0) for k in ("active", "succeeded", "failed")},
+                    "conditions": [c["type"] for c in st.get("conditions") or []
+                                   if c.get("status") == "True"]}
+        out[job] = {"pods": counts, "jobs": owned}
+    return out
+
+
+def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
+            stuck_after: dict[str, int], audit, problems: list[str], faults: list[Fault],
+            restarts: int, started: float, ended: float, lines: list[str]) -> dict:
+    not_done = _not_done(specs, census)
     # more pods succeeded than its last size: it ran twice (an engine may resize it, PS too)
     duplicated = sorted(n for n, k in census.succeeded.items() if k > census.size.get(n, k))
     binds = audit.bind_times

@@ -443,6 +443,8 @@ class Actuator:
                               f"Successfully assigned {job.key[0]}/{pod['metadata']['name']}"
                               f" to {r.node}: {st.reason}")
         bound_now = bound_placement(job.bound_pods)
+        log.info("%s: bound %d pod(s), now on %s", st.name, len(g.results),
+                 describe_placement(*bound_now))  # where a stuck job was last put
         if job.plan is not None and _covers(bound_now, job.plan):
             job.plan = None
             job.plan_timeouts = 0
