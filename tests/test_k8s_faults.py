@@ -31,6 +31,7 @@ from k8s_helpers import need_binaries as _need_binaries
 from workbench.control import Controller
 from workbench.k8s import kinds, labels
 from workbench.k8s.binder import Binder
+from workbench.k8s.manifests import training_jobs
 from workbench.model import GPU, JobSpec, JobState, Place, Resources
 from workbench.perf import default_perf
 from workbench.policies import make_policy
@@ -276,24 +277,30 @@ def test_a_job_whose_pods_were_deleted_as_they_succeeded_is_complete(cluster, na
                         grace_period_seconds=0)
         until("its pods gone", lambda: not rest.get(
             f"/api/v1/namespaces/{namespace}/pods")["items"], timeout=30)
-        # and a pod of the job re-created meanwhile, as a PS Job re-creates its deleted pods
-        rest.post(f"/api/v1/namespaces/{namespace}/pods",
-                  {**_plain_pod(namespace, "raced", 9, {}),
-                   "metadata": {"name": "raced-ps-9", "namespace": namespace,
-                                "labels": {labels.JOB: "raced", labels.ROLE: labels.ROLE_PS}}})
+        # and a PS Job of the job re-creating pods meanwhile, as one whose pods a restart
+        # deleted as the workers succeeded does: none of its pods will ever succeed
+        ps_job = training_jobs(spec.with_(num_ps=2, ps_demand=Resources(2, 8, 0)),
+                               namespace)[1]
+        assert ps_job["metadata"]["name"] == "raced-ps"
+        rest.post(f"/apis/batch/v1/namespaces/{namespace}/jobs", ps_job)
 
         def cached():
             pods = [p["metadata"]["name"] for p in backend.cache.snapshot()[1]
                     if p["metadata"]["namespace"] == namespace]
             job = backend.cache.owner_object("Job", namespace, "raced")
-            return pods == ["raced-ps-9"] and kinds.BATCH_JOB.succeeded(job)
-        until("the backend's cache with the Job complete and only the new pod", cached)
+            return len(pods) == 2 and kinds.BATCH_JOB.succeeded(job)
+        until("the backend's cache with the Job complete and the PS Job's pods", cached)
         backend.observe()
         job = backend.jobs["raced"]
         assert job.state is JobState.COMPLETED, (job.state, job.reason)
         assert job.progress == spec.total_work and backend.done()
-        until("the new pod deleted", lambda: not rest.get(
+        # the PS Job is scaled to 0 and its pods deleted, so none is re-created
+        assert rest.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/raced-ps")["spec"][
+            "parallelism"] == 0
+        until("the PS pods deleted", lambda: not rest.get(
             f"/api/v1/namespaces/{namespace}/pods")["items"], timeout=30)
+        time.sleep(3.0)  # the Job controller's next sync: nothing re-created
+        assert not rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
 
 
 def _emulator(finished: list):

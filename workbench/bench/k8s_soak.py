@@ -10,7 +10,8 @@ every so many seconds (`--kill-apiserver-every`, at most `--kills` times), one n
 replica that exits, e.g. deposed by an outage, is restarted as a Deployment would).
 
 Everything is judged from the cluster, not from the scheduler's word: a job is complete when
-its Jobs say Complete; lost when its Jobs failed or vanished; rejected (counted apart) when the
+one of its Jobs says Complete (a gang's pods end together; a role whose pods a restart deleted
+as they succeeded has no success to show); lost when its Jobs failed or vanished; rejected (counted apart) when the
 engine refused it, e.g. DL2 refusing all-reduce jobs; stuck when it never completed, or pods of
 it still run well after it completed; duplicated when more of its pods succeeded than its Jobs
 ask for at the end (a second run), and pods seen on two nodes are counted too. Over-commit
@@ -303,7 +304,10 @@ def _census(rest, namespace: str, specs, created: int) -> _Census | None:
             c.lost[name] = "its Job failed"
         elif len(objs) < want:
             c.lost[name] = "its Job is gone"
-        elif all("Complete" in s for s in conds):
+        elif any("Complete" in s for s in conds):
+            # a gang's pods end together when its work is done; a restart that deleted some
+            # role's pods as they succeeded leaves that role's Job without a success (the
+            # backend then scales it to 0), and pods still live are 'stuck' (`_linger`)
             c.complete.add(name)
     return c
 

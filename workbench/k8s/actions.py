@@ -45,7 +45,7 @@ from ..model import (
 )
 from . import kinds, labels
 from .binder import Binder, BindResult
-from .cache import Clock, ClusterCache, PodGroup, bound_placement, role_of
+from .cache import Clock, ClusterCache, PodGroup, bound_placement, owner_of, role_of
 from .reconcile import JobBook, TrackedJob
 
 log = logging.getLogger("workbench.k8s.actions")
@@ -353,6 +353,19 @@ class Actuator:
                 if not _owned(p):
                     self._create_bare(job, role_of(p))
 
+    def end_pods(self, job: TrackedJob, pods: list[dict]) -> None:
+        """Delete the pods left of a completed job, after stopping the Jobs that would
+        re-create them: a Job none of whose pods succeeded (a PS Job whose pods a restart
+        deleted as the workers finished) is scaled to 0, or it re-creates them forever."""
+        for kind, name in {owner_of(p) for p in pods} - {None}:
+            obj = self.cache.owner_object(kind, job.key[0], name)
+            if kind != kinds.BATCH_JOB.kind or obj is None or _ended(obj) or \
+                    (obj.get("status") or {}).get("succeeded") or not obj["spec"].get("parallelism"):
+                continue  # its controller ends it (a Kubeflow job's operator cleans its pods)
+            log.info("%s: Job %s scaled to 0: the job completed", job.name, name)
+            self.binder.patch(kinds.BATCH_JOB.path(job.key[0], name), {"spec": {"parallelism": 0}})
+        self.delete_pods(job, pods, recreate=False)
+
     def _create_bare(self, job: TrackedJob, role: str) -> None:
         template = job.templates.get(role)
         if template is not None:
@@ -515,6 +528,12 @@ class Actuator:
 def _covers(bound: tuple[Placement, Placement], plan: tuple[Placement, Placement]) -> bool:
     return all(bound[0].get(n, 0) >= c for n, c in plan[0].items()) and \
         all(bound[1].get(n, 0) >= c for n, c in plan[1].items())
+
+
+def _ended(obj: dict) -> bool:
+    """Whether a Job's controller says it is Complete or Failed."""
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
 
 
 def _owned(pod: dict) -> bool:
