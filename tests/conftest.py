@@ -9,11 +9,23 @@ nothing is skipped silently.
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 REQUIRE_ALL = os.environ.get("WORKBENCH_REQUIRE_ALL") == "1"
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def pytest_configure(config):
+    # A run stopped with SIGTERM (a CI time-out, `kill`) ends as Ctrl-C does, tearing its
+    # fixtures down: the local clusters they start run in their own session (so that
+    # `workbench cluster up` can outlive its shell) and would otherwise be left running.
+    signal.signal(signal.SIGTERM, _interrupted)
 
 
 def pytest_sessionfinish(session, exitstatus):
