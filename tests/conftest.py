@@ -17,7 +17,14 @@ import pytest
 REQUIRE_ALL = os.environ.get("WORKBENCH_REQUIRE_ALL") == "1"
 
 
+_PYTEST_PID = os.getpid()
+
+
 def _interrupted(signum, frame):
+    if os.getpid() != _PYTEST_PID:  # a forked worker (a process pool): die as it would have
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     raise KeyboardInterrupt(f"signal {signum}")
 
 
