@@ -353,18 +353,25 @@ class Actuator:
                 if not _owned(p):
                     self._create_bare(job, role_of(p))
 
-    def end_pods(self, job: TrackedJob, pods: list[dict]) -> None:
-        """Delete the pods left of a completed job, after stopping the Jobs that would
-        re-create them: a Job none of whose pods succeeded (a PS Job whose pods a restart
-        deleted as the workers finished) is scaled to 0, or it re-creates them forever."""
-        for kind, name in {owner_of(p) for p in pods} - {None}:
+    def end_pods(self, job: TrackedJob, pods: list[dict], group: PodGroup) -> None:
+        """Delete `pods`, left of a completed job, after scaling to 0 each Job of it that
+        would re-create pods forever: one none of whose pods succeeded (a PS Job whose pods a
+        restart deleted as the workers finished), that still asks for pods, and none of whose
+        pods still runs apart from `pods` (a running one may yet succeed). Called at the
+        completion too when `pods` is empty: the Job may re-create its deleted pods later."""
+        ending = {p["metadata"]["uid"] for p in pods}
+        spared = {owner_of(p) for p in group.pods if p["metadata"]["uid"] not in ending
+                  and (p in group.live or p.get("status", {}).get("phase") == "Succeeded")}
+        refs = {owner_of(p) for p in pods} | {r for rs in job.owners.values() for r in rs}
+        for kind, name in refs - spared - {None}:
             obj = self.cache.owner_object(kind, job.key[0], name)
             if kind != kinds.BATCH_JOB.kind or obj is None or _ended(obj) or \
                     (obj.get("status") or {}).get("succeeded") or not obj["spec"].get("parallelism"):
                 continue  # its controller ends it (a Kubeflow job's operator cleans its pods)
             log.info("%s: Job %s scaled to 0: the job completed", job.name, name)
             self.binder.patch(kinds.BATCH_JOB.path(job.key[0], name), {"spec": {"parallelism": 0}})
-        self.delete_pods(job, pods, recreate=False)
+        if pods:
+            self.delete_pods(job, pods, recreate=False)
 
     def _create_bare(self, job: TrackedJob, role: str) -> None:
         template = job.templates.get(role)

@@ -385,8 +385,7 @@ class Reconciler:
             # its Job Complete while another role's Job (the PS) re-creates pods: the
             # owner's condition says the work is done.
             extra = [p for ps in group.pending.values() for p in ps]
-            if extra:
-                self.actuator.end_pods(job, extra)
+            self.actuator.end_pods(job, extra, group)
             self._complete(job, now)
             self.book.lingering[job.key] = mono  # its other pods should end soon (`_reap`)
             return
@@ -477,7 +476,7 @@ class Reconciler:
         log.warning("job %s: %s", job.name, why)
         for pod in group.live:
             self.actuator.binder.event(pod, "GangEnded", why, warning=True)
-        self.actuator.end_pods(job, group.live)
+        self.actuator.end_pods(job, group.live, group)
 
     def _record_history(self, st: JobStatus, now: float) -> None:
         if self.history_interval is not None and st.state is JobState.RUNNING and \
