@@ -360,12 +360,13 @@ class Actuator:
         pods still runs apart from `pods` (a running one may yet succeed). Called at the
         completion too when `pods` is empty: the Job may re-create its deleted pods later."""
         ending = {p["metadata"]["uid"] for p in pods}
-        spared = {owner_of(p) for p in group.pods if p["metadata"]["uid"] not in ending
-                  and (p in group.live or p.get("status", {}).get("phase") == "Succeeded")}
+        spared = {owner_of(p) for p in group.live if p["metadata"]["uid"] not in ending} | \
+            {owner_of(p) for p in group.pods if p.get("status", {}).get("phase") == "Succeeded"}
         refs = {owner_of(p) for p in pods} | {r for rs in job.owners.values() for r in rs}
         for kind, name in refs - spared - {None}:
             obj = self.cache.owner_object(kind, job.key[0], name)
-            if kind != kinds.BATCH_JOB.kind or obj is None or _ended(obj) or \
+            if kind != kinds.BATCH_JOB.kind or obj is None or \
+                    kinds.has_condition(obj, "Complete", "Failed") or \
                     (obj.get("status") or {}).get("succeeded") or not obj["spec"].get("parallelism"):
                 continue  # its controller ends it (a Kubeflow job's operator cleans its pods)
             log.info("%s: Job %s scaled to 0: the job completed", job.name, name)
@@ -535,12 +536,6 @@ class Actuator:
 def _covers(bound: tuple[Placement, Placement], plan: tuple[Placement, Placement]) -> bool:
     return all(bound[0].get(n, 0) >= c for n, c in plan[0].items()) and \
         all(bound[1].get(n, 0) >= c for n, c in plan[1].items())
-
-
-def _ended(obj: dict) -> bool:
-    """Whether a Job's controller says it is Complete or Failed."""
-    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
-               for c in (obj.get("status") or {}).get("conditions") or [])
 
 
 def _owned(pod: dict) -> bool:

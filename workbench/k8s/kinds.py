@@ -64,8 +64,7 @@ class OwnerKind:
 
     def succeeded(self, obj: dict | None) -> bool:
         """Whether the object's controller says the job succeeded (its `done` condition)."""
-        conds = ((obj or {}).get("status") or {}).get("conditions") or []
-        return any(c.get("type") == self.done and c.get("status") == "True" for c in conds)
+        return has_condition(obj, self.done)
 
     def role_of_type(self, replica_type: str) -> str:
         ps = {t.lower() for t in self.ps_types}
@@ -109,6 +108,12 @@ class OwnerKind:
         return {"spec": {self.replica_specs: {scaled: {"replicas": n - fixed}}}}
 
 
+def has_condition(obj: dict | None, *types: str) -> bool:
+    """Whether a condition of one of `types` is True in the object's status."""
+    conds = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") in types and c.get("status") == "True" for c in conds)
+
+
 PYTORCHJOB = OwnerKind("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", "pytorchReplicaSpecs",
                        scaled=((labels.ROLE_WORKER, "Worker"),))
 TFJOB = OwnerKind("TFJob", "kubeflow.org", "v1", "tfjobs", "tfReplicaSpecs", ps_types=("PS",),
@@ -138,4 +143,4 @@ def role_label(pod_labels: dict[str, str]) -> str | None:
 
 
 __all__ = ["BATCH_JOB", "BY_KIND", "CUSTOM_KINDS", "JOBSET", "KUBEFLOW_KINDS", "OwnerKind",
-           "PYTORCHJOB", "TFJOB", "group_label", "role_label"]
+           "PYTORCHJOB", "TFJOB", "group_label", "has_condition", "role_label"]

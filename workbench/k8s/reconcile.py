@@ -530,8 +530,7 @@ class Reconciler:
             obj = owner_objs.get((kind, job.key[0], name))
             if obj is None:
                 continue
-            conds = (obj.get("status") or {}).get("conditions") or []
-            if not any(c.get("type") == "Failed" and c.get("status") == "True" for c in conds):
+            if not kinds.has_condition(obj, "Failed"):
                 return False
         return True
 
