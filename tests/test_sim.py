@@ -241,3 +241,27 @@ def test_a_copied_tiresias_starts_with_a_fresh_view_of_the_cluster():
     fork.run()
     assert fork.backend.done() and not b.done()
     assert all(j.state is JobState.COMPLETED for j in fork.backend.jobs.values())
+
+
+class _SlowApplySim_fake(SimBackend):
+    """A simulator whose applying takes 5 s of its clock, as a live cluster's API calls take
+    time: a fake of a slow backend."""
+
+    def apply(self, actions):
+        outcomes = super().apply(actions)
+        self.advance(self.now + 5.0)
+        return outcomes
+
+
+def test_rounds_stay_on_the_grid_when_applying_takes_time():
+    """A round is at the time it observed: on a backend where deciding and applying take time
+    the next round is still `round_interval` after it (counting from the end of applying
+    slipped the grid by that time every round: 65 s apart instead of 60)."""
+    jobs = [job("a", 0.0, 2, work=1e7), job("b", 100.0, 2, work=1e7)]
+    backend = _SlowApplySim_fake(make_cluster(2, 4), jobs, restart_delay=0)
+    policy = make_policy("optimus")  # a round every 60 s, and at arrivals
+    rounds = []
+    schedule = policy.schedule
+    policy.schedule = lambda state: (rounds.append(state.now), schedule(state))[1]
+    Controller(backend, policy).run(until=400.0)
+    assert rounds == [0.0, 60.0, 120.0, 180.0, 240.0, 300.0, 360.0], rounds

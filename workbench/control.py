@@ -222,6 +222,9 @@ class Controller:
         policy = self.policy  # the round is this engine's, even if a switch lands meanwhile
         t0 = time.perf_counter()
         state = self.backend.observe()
+        # the round is at the time it observed: on a live backend deciding and applying take
+        # time, and counting the next round from their end would slip the grid every round
+        started = state.now
         actions: list[Action] = policy.schedule(state)
         outcomes = self.backend.apply(actions) if actions else []
         now = self.backend.now
@@ -229,7 +232,7 @@ class Controller:
         if actions and self.recorder.sample_due(now):
             state = self.backend.observe()
         self.recorder.sample(state, policy.name, self._newly_finished())
-        self._last_round = now
+        self._last_round = started
         self._last_state = state
         self._force_round = False
         self._owed = None
