@@ -40,6 +40,7 @@ from .binder import Binder
 from .cache import Clock, ClusterCache
 from .reconcile import JobBook, Reconciler
 from .rest import Rest
+from .restarts import DEFAULT_RESTART_DELAY, RestartMeter
 
 log = logging.getLogger("workbench.k8s.backend")
 
@@ -59,7 +60,7 @@ class K8sBackend:
                  plan_timeout: float = 30.0, idle_wait: float = 60.0,
                  history_interval: float = 300.0, debounce: float = 0.05,
                  sync_interval: float = 0.5, start: bool = True,
-                 context: str | None = None, restart_delay: float = 30.0) -> None:
+                 context: str | None = None, restart_delay: float | None = None) -> None:
         if api_client is None:
             api_client = load_api_client(kubeconfig, pool_size=threads + 8, context=context)
         self.api_client = api_client
@@ -73,7 +74,9 @@ class K8sBackend:
         self.idle_wait = idle_wait
         self.debounce = debounce
         self.sync_interval = sync_interval
-        self.restart_delay = restart_delay  # what a snapshot's simulator charges per restart
+        # what a snapshot's simulator charges per restart: this, or None: as measured here
+        self.restart_delay = restart_delay
+        self.restarts = RestartMeter()
         self._progress_seen: dict[str, tuple[float, float]] = {}  # job -> (progress, clock)
         self.cache = ClusterCache(api_client, namespace, scheduler_name)
         self.binder = Binder(self.rest, threads=threads, events=events)
@@ -206,30 +209,52 @@ class K8sBackend:
         for job in list(self.book.active.values()):
             if (last := seen.get(job.name)) is None or last[0] != job.progress:
                 seen[job.name] = (job.progress, now)
+        self.restarts.observed(self.book.active, now)
         if len(seen) > 2 * len(self.book.active) + 64:  # forget finished jobs now and then
             for name in [n for n in seen if n not in self.book.active]:
                 del seen[name]
 
+    def estimated_progress(self, job: JobStatus, now: float) -> float:
+        """A job's progress now: its last report's, carried forward at its reported
+        throughput from when the report was seen (reports come every few seconds)."""
+        seen = self._progress_seen.get(job.name)
+        if job.state is not JobState.RUNNING or job.throughput <= 0 or seen is None:
+            return job.progress
+        return job.progress + job.throughput * max(now - seen[1], 0.0)
+
+    def restart_cost(self) -> float:
+        """Seconds a snapshot's simulator charges per restart: `restart_delay` when given,
+        else what restarts have cost here (`restarts`), 30 s (the simulator's default) until
+        a few were measured."""
+        if self.restart_delay is not None:
+            return self.restart_delay
+        return self.restarts.delay(DEFAULT_RESTART_DELAY)
+
     def snapshot(self, engine: str = "") -> Snapshot:
         """The cluster now as a `Snapshot` (see `sim.snapshot`): a running job's progress is
-        its last report's, carried forward at its reported throughput from when the report
-        was seen; the restart delay is `restart_delay`. Safe beside a running scheduler: it
-        marks no change as seen by a round."""
+        `estimated_progress`; the restart delay is `restart_cost()`. Safe beside a running
+        scheduler: it marks no change as seen by a round."""
         with self._lock:
             state = self._state()
             now = state.now
-            progress = {j.name: j.progress + j.throughput * max(now - seen[1], 0.0)
-                        for j in state.jobs.values()
-                        if j.state is JobState.RUNNING and j.throughput > 0
-                        and (seen := self._progress_seen.get(j.name)) is not None}
+            progress = {j.name: self.estimated_progress(j, now) for j in state.jobs.values()
+                        if j.state is JobState.RUNNING}
             return take(self, state, source="kubernetes", engine=engine,
-                        restart_delay=self.restart_delay, progress_at=progress,
+                        restart_delay=self.restart_cost(), progress_at=progress,
                         upcoming=[spec for _, _, spec in sorted(self._deferred)],
                         clock_origin=self.clock.origin)
 
     def apply(self, actions: Sequence[Action]) -> list[Outcome]:
         with self._lock:
-            return self.actuator.apply(actions)
+            now, active = self.now, self.book.active
+            before = {a.job: self.estimated_progress(active[a.job], now)
+                      for a in actions if a.job in active}
+            outcomes = self.actuator.apply(actions)
+            for o in outcomes:
+                if o.applied and o.action.job in before:
+                    self.restarts.applied(o.action, active.get(o.action.job), now,
+                                          before[o.action.job])
+            return outcomes
 
     def advance(self, until: float) -> None:
         """Wait until `until` on the backend clock, or until a decisive change is seen."""
