@@ -67,6 +67,17 @@ def test_replica_counts_ranges_and_scale_patches_follow_each_kind():
         "PS": {"replicas": 1}}}}
     assert kinds.TFJOB.path("ns", "c") == "/apis/kubeflow.org/v1/namespaces/ns/tfjobs/c"
 
+    # an Evaluator runs beside the training: not a worker, not counted, not scaled
+    evaluated = {"metadata": {"name": "d"}, "spec": {"elasticPolicy": {"maxReplicas": 4},
+                                                      "tfReplicaSpecs": {
+        "Worker": {"replicas": 2}, "PS": {"replicas": 1}, "Evaluator": {"replicas": 1}}}}
+    assert kinds.TFJOB.counts(evaluated) == {"worker": 2, "ps": 1}
+    assert kinds.TFJOB.worker_range(evaluated) == (2, 4)
+    assert kinds.TFJOB.outside_types(evaluated) == ["Evaluator"]
+    assert kinds.TFJOB.outside_types(tf) == []
+    assert kinds.outside_gang({kinds.KF_REPLICA_TYPE: "evaluator"}) == "evaluator"
+    assert kinds.outside_gang({kinds.KF_REPLICA_TYPE: "worker"}) is None
+
 
 @pytest.mark.parametrize("kind,spec", [
     ("pytorchjob", _spec(workers=4)),  # Master + 3 Workers
@@ -256,6 +267,45 @@ def test_a_pytorchjob_and_a_tfjob_run_to_completion_as_gangs(cluster, namespace)
 
 
 @pytest.mark.integration
+def test_a_tfjob_with_an_evaluator_is_refused_on_its_pods_and_nothing_is_bound(cluster, namespace):
+    """An Evaluator is not part of a training gang: a TFJob with one is not scheduled with the
+    Evaluator counted as a worker; its pods and the TFJob say why (`workbench.io/rejected`),
+    none is bound, and a plain TFJob beside it runs."""
+    from k8s_helpers import until
+
+    from workbench.k8s.manifests import manifest_path
+
+    backend = _backend(cluster, namespace)
+    try:
+        t0 = backend.now
+        obj, = training_jobs(_timed(_spec("ev", workers=2, ps=1, app="resnet-50"), t0), namespace,
+                             arrival=t0, kind="tfjob")
+        specs = obj["spec"]["tfReplicaSpecs"]
+        specs["Evaluator"] = {**specs["Worker"], "replicas": 1}
+        cluster.rest.post(manifest_path(obj), obj)
+        _create(cluster, namespace, _timed(_spec("ok", workers=2, ps=1, app="resnet-50"), t0),
+                "tfjob")
+        until("the plain TFJob's pods", lambda: "ok" in backend.observe().jobs, timeout=60)
+        controller = _run(backend, "fifo")
+        assert [(j.name, j.state.value) for j in backend.finished] == [("ok", "completed")]
+        assert "ev" not in backend.jobs
+        pods = [p for p in cluster.rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+                if p["metadata"]["name"].startswith("ev-")]
+        assert sorted(p["metadata"]["name"] for p in pods) == \
+            ["ev-evaluator-0", "ev-ps-0", "ev-worker-0", "ev-worker-1"]
+        assert not any(p["spec"].get("nodeName") for p in pods)
+        why = until("the refusal on the TFJob", lambda: (cluster.rest.get(kinds.TFJOB.path(
+            namespace, "ev"))["metadata"].get("annotations") or {}).get(labels.REJECTED))
+        assert "Evaluator replicas run outside the training gang" in why
+        for p in cluster.rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]:
+            if p["metadata"]["name"].startswith("ev-"):
+                assert (p["metadata"].get("annotations") or {}).get(labels.REJECTED) == why
+        assert not [d for d in controller.recorder.decisions if d.job == "ev"]
+    finally:
+        backend.close()
+
+
+@pytest.mark.integration
 def test_an_elastic_pytorchjob_is_scaled_through_its_worker_replicas(cluster, namespace):
     """An elastic PyTorchJob (elasticPolicy 1..8 Workers, 2 to start, no workbench range
     annotations) alone on the cluster: optimus gives it more workers by patching its Worker
@@ -315,6 +365,7 @@ def test_an_elastic_jobset_is_scaled_through_its_child_job_and_completes(cluster
     pods are one job with the JobSet's name, optimus grows it by patching the child Job's
     parallelism, and the JobSet completes with its Job."""
     from k8s_helpers import until
+
     from workbench.k8s.manifests import manifest_path
 
     backend = _backend(cluster, namespace)

@@ -6,7 +6,9 @@ A Kubeflow job has replica specs (`spec.pytorchReplicaSpecs` / `spec.tfReplicaSp
 per replica, named `JOB-TYPE-INDEX`, owned by the job and labelled with the job's name and the
 replica's type and index (`training.kubeflow.org/...`, the keys below). The workbench reads such
 a job as one training job: Master, Chief and Worker replicas are its workers, PS replicas its
-parameter servers (Evaluators are not part of the gang and are not supported). Its worker
+parameter servers. An Evaluator replica (a TFJob's) runs beside the training, not in its gang,
+and the workbench does not schedule it: such a job is refused, its pods marked with the reason
+(`workbench.io/rejected`), rather than counting the Evaluator as a worker. Its worker
 range is the `elasticPolicy`'s `minReplicas`..`maxReplicas` (Worker replicas, plus the
 Master/Chief), a fixed size without one; scaling is a patch of the Worker (or PS) replica
 count, after which the operator creates or deletes pods.
@@ -39,6 +41,9 @@ JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 
+# Kubeflow replica types that run beside the training, not in its gang (lower case)
+NOT_IN_GANG = frozenset({"evaluator"})
+
 
 @dataclass(frozen=True)
 class OwnerKind:
@@ -66,7 +71,10 @@ class OwnerKind:
         """Whether the object's controller says the job succeeded (its `done` condition)."""
         return has_condition(obj, self.done)
 
-    def role_of_type(self, replica_type: str) -> str:
+    def role_of_type(self, replica_type: str) -> str | None:
+        """`worker` or `ps`; None for a type outside the gang (an Evaluator)."""
+        if replica_type.lower() in NOT_IN_GANG:
+            return None
         ps = {t.lower() for t in self.ps_types}
         return labels.ROLE_PS if replica_type.lower() in ps else labels.ROLE_WORKER
 
@@ -75,11 +83,16 @@ class OwnerKind:
         specs = (obj.get("spec") or {}).get(self.replica_specs) or {}
         return {t: int((s or {}).get("replicas", 1)) for t, s in specs.items()}
 
+    def outside_types(self, obj: dict) -> list[str]:
+        """Replica types of the object that run outside the training gang (an Evaluator)."""
+        return sorted(t for t, n in self.replicas(obj).items() if n and t.lower() in NOT_IN_GANG)
+
     def counts(self, obj: dict) -> dict[str, int]:
         """Pods per workbench role (worker, ps) the object asks for."""
         out = {labels.ROLE_WORKER: 0, labels.ROLE_PS: 0}
         for t, n in self.replicas(obj).items():
-            out[self.role_of_type(t)] += n
+            if (role := self.role_of_type(t)) is not None:
+                out[role] += n
         return out
 
     def worker_range(self, obj: dict) -> tuple[int, int] | None:
@@ -131,6 +144,13 @@ def group_label(pod_labels: dict[str, str]) -> str | None:
     return pod_labels.get(KF_JOB_NAME) or pod_labels.get(JOBSET_NAME)
 
 
+def outside_gang(pod_labels: dict[str, str]) -> str | None:
+    """The pod's Kubeflow replica type when it is one outside the training gang (a TFJob's
+    Evaluator), else None."""
+    t = pod_labels.get(KF_REPLICA_TYPE)
+    return t if t is not None and t.lower() in NOT_IN_GANG else None
+
+
 def role_label(pod_labels: dict[str, str]) -> str | None:
     """A pod's role by its operator's labels: a Kubeflow PS replica, a JobSet's `ps` job."""
     t = pod_labels.get(KF_REPLICA_TYPE)
@@ -142,5 +162,18 @@ def role_label(pod_labels: dict[str, str]) -> str | None:
     return None
 
 
-__all__ = ["BATCH_JOB", "BY_KIND", "CUSTOM_KINDS", "JOBSET", "KUBEFLOW_KINDS", "OwnerKind",
-           "PYTORCHJOB", "TFJOB", "group_label", "has_condition", "role_label"]
+__all__ = [
+    "BATCH_JOB",
+    "BY_KIND",
+    "CUSTOM_KINDS",
+    "JOBSET",
+    "KUBEFLOW_KINDS",
+    "NOT_IN_GANG",
+    "PYTORCHJOB",
+    "TFJOB",
+    "OwnerKind",
+    "group_label",
+    "has_condition",
+    "outside_gang",
+    "role_label",
+]

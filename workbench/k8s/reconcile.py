@@ -312,6 +312,30 @@ class Reconciler:
                 owners[role] = ((kind, name),)
         return True
 
+    @staticmethod
+    def _outside_gang(key, group: PodGroup, owners: dict, owner_objs: dict) -> list[str]:
+        """Replica types outside the training gang (a TFJob's Evaluator) among the job's pods
+        or in its Kubeflow job's replica specs (whose operator may not have made the pod yet)."""
+        found = {t for p in group.pods
+                 if (t := kinds.outside_gang(p["metadata"].get("labels") or {}))}
+        for kind, name in {o for refs in owners.values() for o in refs}:
+            if (obj := owner_objs.get((kind, key[0], name))) is not None:
+                found.update(t.lower() for t in kinds.BY_KIND[kind].outside_types(obj))
+        return sorted(t.capitalize() for t in found)
+
+    def _refuse(self, key, group: PodGroup, reason: str) -> None:
+        """A job the workbench cannot schedule: not tracked, and its pods and their owners
+        marked with the reason (`kubectl describe` shows it; it is said once)."""
+        log.warning("job %s refused: %s", job_name(key, self.namespace), reason)
+        self.book.ignored.add(key)
+        binder = self.actuator.binder
+        mark = {"metadata": {"annotations": {labels.REJECTED: reason[:256]}}}
+        for p in group.pods:
+            binder.run(binder.patch, f"/api/v1/namespaces/{key[0]}/pods/{p['metadata']['name']}",
+                       mark)
+        for kind, name in {o for p in group.pods if (o := owner_of(p))}:
+            binder.run(binder.patch, kinds.BY_KIND[kind].path(key[0], name), mark)
+
     def _discover(self, key, group: PodGroup, owner_objs: dict, now: float) -> TrackedJob | None:
         """A job seen for the first time: tracked once all its pods exist."""
         book = self.book
@@ -325,6 +349,11 @@ class Reconciler:
             if o:
                 found.setdefault(role_of(p), set()).add(o)
         owners = {role: tuple(sorted(refs)) for role, refs in found.items()}
+        if (outside := self._outside_gang(key, group, owners, owner_objs)):
+            self._refuse(key, group, f"its {'/'.join(outside)} replicas run outside the training"
+                                     " gang and the workbench does not schedule them; remove"
+                                     " them or give their pods another scheduler")
+            return None
         if not self._whole_owner(key, owners, owner_objs):
             return None  # its Kubeflow job is not in the watch cache yet
         desired = self._desired(group, owner_objs, owners)
