@@ -77,7 +77,8 @@ class K8sBackend:
         # what a snapshot's simulator charges per restart: this, or None: as measured here
         self.restart_delay = restart_delay
         self.restarts = RestartMeter()
-        self._progress_seen: dict[str, tuple[float, float]] = {}  # job -> (progress, clock)
+        # job -> (iterations its pods last reported, when that report was first seen)
+        self._progress_seen: dict[str, tuple[float, float]] = {}
         self.cache = ClusterCache(api_client, namespace, scheduler_name)
         self.binder = Binder(self.rest, threads=threads, events=events)
         self.book = JobBook()
@@ -202,25 +203,28 @@ class K8sBackend:
                                queue=book.queue)
 
     def _sync(self) -> None:
-        """Bring the book up to the watch, noting when each job's reported progress was first
-        seen (a snapshot extrapolates from then: reports come every few seconds)."""
+        """Bring the book up to the watch, noting when each job's latest progress report was
+        first seen (a snapshot extrapolates from then: reports come every few seconds)."""
         self.reconciler.sync()
-        now, seen = self.now, self._progress_seen
+        now, seen, tracked = self.now, self._progress_seen, self.book.by_name
         for job in list(self.book.active.values()):
-            if (last := seen.get(job.name)) is None or last[0] != job.progress:
-                seen[job.name] = (job.progress, now)
+            reported = tracked[job.name].reported if job.name in tracked else job.progress
+            if (last := seen.get(job.name)) is None or last[0] != reported:
+                seen[job.name] = (reported, now)
         self.restarts.observed(self.book.active, now)
         if len(seen) > 2 * len(self.book.active) + 64:  # forget finished jobs now and then
             for name in [n for n in seen if n not in self.book.active]:
                 del seen[name]
 
     def estimated_progress(self, job: JobStatus, now: float) -> float:
-        """A job's progress now: its last report's, carried forward at its reported
-        throughput from when the report was seen (reports come every few seconds)."""
+        """A running job's progress now: its pods' last report, carried forward at its
+        reported throughput from when the report was seen (reports come every few seconds).
+        Just after a restart that is below the most it ever reported: the new pods resumed
+        from a checkpoint and redo the work done since it."""
         seen = self._progress_seen.get(job.name)
-        if job.state is not JobState.RUNNING or job.throughput <= 0 or seen is None:
+        if job.state is not JobState.RUNNING or seen is None:
             return job.progress
-        return job.progress + job.throughput * max(now - seen[1], 0.0)
+        return min(seen[0] + job.throughput * max(now - seen[1], 0.0), job.spec.total_work)
 
     def restart_cost(self) -> float:
         """Seconds a snapshot's simulator charges per restart: `restart_delay` when given,

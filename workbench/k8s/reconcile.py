@@ -59,6 +59,9 @@ class TrackedJob:
     plan_since: float = 0.0  # monotonic
     plan_timeouts: int = 0  # plans in a row whose pods did not appear in time
     checkpoint: float = 0.0
+    # iterations its current pods last reported: below `status.progress` (the most ever seen)
+    # after a restart, until the new pods have redone the work lost since the last report
+    reported: float = 0.0
     partial: bool = False  # placed pod by pod (kube-default): a partial gang is allowed
     missing_since: float | None = None  # monotonic: when its pods were last seen
     last_sync: float = 0.0
@@ -401,7 +404,8 @@ class Reconciler:
             st.attained_service += dt * st.spec.worker_demand.gpu * st.target_workers
         job.last_sync = now
         report = group.progress()
-        st.progress = max(st.progress, min(report.iterations, st.spec.total_work))
+        job.reported = min(report.iterations, st.spec.total_work)
+        st.progress = max(st.progress, job.reported)
         if report.metric is not None:
             st.metric = report.metric
         job.pending_pods = group.pending
