@@ -265,3 +265,57 @@ def test_rounds_stay_on_the_grid_when_applying_takes_time():
     policy.schedule = lambda state: (rounds.append(state.now), schedule(state))[1]
     Controller(backend, policy).run(until=400.0)
     assert rounds == [0.0, 60.0, 120.0, 180.0, 240.0, 300.0, 360.0], rounds
+
+
+def _round_times(policy):
+    """`policy` with the time of each round it is asked for recorded in the returned list."""
+    rounds = []
+    schedule = policy.schedule
+    policy.schedule = lambda state: (rounds.append(state.now), schedule(state))[1]
+    return policy, rounds
+
+
+def test_a_backend_whose_rounds_do_not_wait_for_the_grid_rounds_at_each_event():
+    """A live cluster's controller rounds as soon as a decisive change is seen; a backend
+    saying so (`events_wait_for_grid = False`: Kubernetes, a replay of its snapshot) gets a
+    round at the arrival, then 60 s after it; the simulator waits for the grid point."""
+    times = {}
+    for wait in (True, False):
+        backend = SimBackend(make_cluster(2, 4), [job("a", 0.0, 2, work=1e7),
+                                                   job("b", 100.0, 2, work=1e7)], restart_delay=0)
+        backend.events_wait_for_grid = wait
+        policy, times[wait] = _round_times(make_policy("optimus"))
+        Controller(backend, policy).run(until=300.0)
+    assert times[True] == [0.0, 60.0, 120.0, 180.0, 240.0, 300.0]
+    assert times[False] == [0.0, 60.0, 100.0, 160.0, 220.0, 280.0]
+
+
+def test_a_replay_carries_on_the_live_runs_rounds_and_owes_one_for_an_arrival_since():
+    """A replay of a live run under a copy of its engine (`Controller.carry_on`) rounds where
+    the live run would: not at once at the fork, but on the live grid; a job that arrived
+    since the live run's last round is owed a round at once on a cluster's replay."""
+    import copy
+
+    from workbench.sim.restore import from_snapshot
+    from workbench.sim.snapshot import take
+
+    jobs = [job("a", 0.0, 2, work=1e7), job("b", 100.0, 2, work=1e7)]
+    backend = SimBackend(make_cluster(2, 4), jobs, restart_delay=0)
+    live = Controller(backend, make_policy("optimus"))
+    live.run(until=150.0)
+    assert live.last_round == 120.0
+    twin, rounds = _round_times(copy.deepcopy(live.policy))
+    replay = Controller(backend.fork(), twin)
+    replay.carry_on(live.last_round)
+    replay.run(until=300.0)
+    assert rounds == [180.0, 240.0, 300.0]  # without carry_on: 150, 210, 270
+
+    late = SimBackend(make_cluster(2, 4), jobs + [job("c", 130.0, 2, work=1e7)], restart_delay=0)
+    live = Controller(late, make_policy("optimus"))
+    live.run(until=150.0)  # c arrived at 130; the grid's round for it is at 180
+    snapshot = take(late, late.observe(), source="kubernetes")
+    twin, rounds = _round_times(copy.deepcopy(live.policy))
+    replay = Controller(from_snapshot(snapshot), twin)
+    replay.carry_on(live.last_round)
+    replay.run(until=300.0)
+    assert rounds == [150.0, 210.0, 270.0]

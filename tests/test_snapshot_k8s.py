@@ -212,7 +212,9 @@ def measure_accuracy(cluster, namespace: str, engine: str = "fifo", moments: int
             snapshot = backend.snapshot(engine)
             sim = from_snapshot(snapshot)
             twin, sim_log = _recorded(_copy_of(live))  # as a preview copies the live engine
-            Controller(sim, twin).run()
+            replay = Controller(sim, twin)
+            replay.carry_on(controller.last_round)  # its next round where the live one's falls
+            replay.run()
             running = [j.name for j in snapshot.jobs if j.state is JobState.RUNNING]
             predictions.append((snapshot.taken_at, {n: sim.jobs[n].finish_time for n in running},
                                 sim_log))

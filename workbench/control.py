@@ -124,6 +124,10 @@ class Controller:
         self._idle_rounds = 0
         self.rounds = 0
         self.stalled: list[str] = []
+        # False: a round happens as soon as an event is due, as on a live cluster, whose
+        # backend wakes the controller at a decisive change (a replay of its snapshot says
+        # so); True: at the engine's grid point after it
+        self.events_wait_for_grid = getattr(backend, "events_wait_for_grid", True)
 
     # ---- live switching -----------------------------------------------------------------
 
@@ -160,14 +164,12 @@ class Controller:
             return origin + interval * max(1, math.ceil((now - origin) / interval - 1e-9))
         if self._last_round is None or self._force_round:
             return now
-        candidates = []
         # A backend may say which events can change a decision (a restart ending frees nothing).
         nxt = (self.backend.next_decision_time() if self._quiet_restarts()
                else self.backend.next_event_time())
-        if nxt is not None:
-            candidates.append(nxt)
-        if self._owed is not None:  # an event already played out by run(until=...)
-            candidates.append(self._owed)
+        # an event already played out by run(until=...) is owed a round
+        events = [e for e in (nxt, self._owed) if e is not None]
+        candidates = list(events)
         wake = self.policy.next_wakeup(self._last_state)
         if self.policy.needs_every_round and self._last_state is not None and self._last_state.active:
             candidates.append(self._last_round + interval)
@@ -179,7 +181,31 @@ class Controller:
         # Rounds fall on the grid k * interval after the first round (or the policy's origin).
         base = self._last_round if origin is None else origin
         k = math.ceil((t - base) / interval - 1e-9)
-        return base + k * interval
+        t = base + k * interval
+        if events and not self.events_wait_for_grid:
+            t = min(t, max(min(events), now))
+        return t
+
+    @property
+    def last_round(self) -> float | None:
+        """When the last round was (backend clock); None before the first."""
+        return self._last_round
+
+    def carry_on(self, last_round: float | None) -> None:
+        """Go on with a run whose last round was at `last_round` under this engine (a fork
+        of a live run, from a copy of its engine): the next round falls where the live one's
+        would, not at once. None: start with a round, as a new run or a switch does."""
+        if last_round is None:
+            return
+        self._last_round = last_round
+        self._force_round = False
+        state = self._last_state = self.backend.observe()
+        # a job that arrived or ended since that round is owed one, as the live run owes it
+        now = state.now
+        if any(last_round < j.spec.arrival <= now for j in state.active) or any(
+                j.finish_time is not None and last_round < j.finish_time <= now
+                for j in self.backend.finished):
+            self._owed = now
 
     _last_state: ClusterState | None = None
     _owed: float | None = None  # when a decisive event happened that no round has seen yet

@@ -147,6 +147,9 @@ def from_snapshot(snapshot: Snapshot, perf: Any = None, **sim_options: Any) -> S
             sim.set_schedulable(record.node.name, False)
     sim.reset_usage()
     sim.clock = type(sim.clock)(origin=snapshot.clock_origin)
+    # a live cluster's controller rounds as soon as it sees a decisive change (`K8sBackend.
+    # advance` returns early), not at the engine's next grid point: so does its replay
+    sim.events_wait_for_grid = snapshot.source != "kubernetes"
     return sim
 
 
