@@ -137,6 +137,10 @@ def test_training_job_manifests_round_trip_to_the_same_spec():
     assert [m["metadata"]["name"] for m in manifests] == ["train-7", "train-7-ps"]
     assert all(m["spec"]["template"]["spec"]["schedulerName"] == labels.SCHEDULER_NAME
                for m in manifests)
+    # a pod deleted for a checkpoint-restart (marked DisruptionTarget) is no Job failure
+    assert all(m["spec"]["podFailurePolicy"]["rules"] == [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+        for m in manifests)
     pods = _pods_from(manifests)
     (key, group), = group_pods(pods).items()
     assert key == ("ml", "train-7") and len(group.pending["worker"]) == 3
@@ -346,6 +350,60 @@ def test_second_bind_409_is_handled_and_no_partial_gang_stays(cluster, namespace
             {"same": JobState.COMPLETED, "other": JobState.COMPLETED}
         assert _succeeded_pods(cluster, namespace) == {"same": 2, "other": 2}
     finally:
+        backend.close()
+
+
+@pytest.mark.integration
+def test_pods_deleted_for_a_restart_are_marked_as_a_disruption_first(cluster, namespace):
+    """From Kubernetes 1.26 a Job counts a deleted pod as a failure (towards `backoffLimit`)
+    unless its pod failure policy ignores it: every pod the backend deletes for a rescale
+    carries the `DisruptionTarget` condition when it goes, as an independent watch sees it."""
+    import threading
+
+    from kubernetes import client, config, watch
+
+    from workbench.model import Scale
+
+    api = client.CoreV1Api(config.new_client_from_config(config_file=str(cluster.kubeconfig)))
+    deleted: dict[str, set[str]] = {}
+    stop = threading.Event()
+    w = watch.Watch()
+
+    def follow():
+        for event in w.stream(api.list_namespaced_pod, namespace, timeout_seconds=120):
+            if event["type"] == "DELETED":
+                pod = event["object"]
+                deleted[pod.metadata.name] = {c.type for c in pod.status.conditions or []
+                                              if c.status == "True"}
+            if stop.is_set():
+                break
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    backend = _backend(cluster, namespace)
+    try:
+        t0 = backend.now
+        spec = JobSpec("elastic", "cifar10", t0, 1e9, 512, initial_workers=2, min_workers=1,
+                       max_workers=4, worker_demand=Resources(4, 16, 1))
+        _submit_all(backend, [spec])
+        backend.observe()
+        assert all(o.applied for o in backend.apply([Place("elastic", "start",
+                                                           {"gpu-node-000": 2})]))
+        _until("running", lambda: backend.observe().jobs["elastic"].state is JobState.RUNNING,
+               timeout=60)
+        before = {p["metadata"]["name"] for p in cluster.rest.get(
+            f"/api/v1/namespaces/{namespace}/pods")["items"]}
+        assert all(o.applied for o in backend.apply([Scale("elastic", "grow",
+                                                           {"gpu-node-001": 3})]))
+        _until("running at 3", lambda: (lambda j: j.state is JobState.RUNNING
+                                        and j.num_workers == 3)(backend.observe().jobs["elastic"]),
+               timeout=60)
+        _until("the deletions seen", lambda: before <= set(deleted), timeout=30)
+        assert all("DisruptionTarget" in deleted[name] for name in before), deleted
+        assert backend.binder.stats["disruption marks"] >= len(before)
+    finally:
+        stop.set()
+        w.stop()
         backend.close()
 
 

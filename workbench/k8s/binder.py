@@ -33,6 +33,8 @@ from .rest import MERGE, Rest
 
 log = logging.getLogger("workbench.k8s.binder")
 
+DISRUPTION_TARGET = "DisruptionTarget"  # the pod condition of a deliberate disruption
+
 
 @dataclass(frozen=True)
 class BindResult:
@@ -243,7 +245,10 @@ class Binder:
 
     # -- other writes --
     def delete_one(self, pod: dict) -> str | None:
-        """Delete at once (no kubelet confirms a graceful end); None if done or already gone."""
+        """Delete at once (no kubelet confirms a graceful end); None if done or already gone.
+        A pod that has not ended is first marked as disrupted (`mark_disrupted`)."""
+        if pod.get("status", {}).get("phase") not in ("Succeeded", "Failed"):
+            self.mark_disrupted(pod)
         try:
             self.rest.delete(pod_path(pod), grace_period_seconds=0)
             self._count("deletes")
@@ -254,6 +259,24 @@ class Binder:
             return _short(e)
         except Exception as e:  # noqa: BLE001
             return _short(e)
+
+    def mark_disrupted(self, pod: dict) -> None:
+        """Give the pod the `DisruptionTarget` condition, as kube-scheduler does before it
+        preempts one: from Kubernetes 1.26 a Job counts a deleted pod as failed, towards its
+        `backoffLimit` and its re-creation back-off, unless its pod failure policy ignores
+        that condition (the workbench's Jobs do: `manifests.IGNORE_DISRUPTIONS`); a
+        checkpoint-restart is not a failure. Best effort: a pod already gone needs none."""
+        now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body = {"status": {"conditions": [{
+            "type": DISRUPTION_TARGET, "status": "True", "reason": "WorkbenchRestart",
+            "message": "deleted by the workbench scheduler for a checkpoint-restart",
+            "lastTransitionTime": now}]}}
+        try:
+            self.rest.patch(pod_path(pod) + "/status", body)  # strategic: merged by type
+            self._count("disruption marks")
+        except Exception as e:  # noqa: BLE001 - the delete goes ahead either way
+            if not (isinstance(e, ApiException) and e.status == 404):
+                log.debug("mark %s disrupted: %s", pod["metadata"]["name"], _short(e))
 
     def delete_all(self, pods: list[dict]) -> list[str | None]:
         if len(pods) <= 1:

@@ -96,6 +96,14 @@ def _roles(spec: JobSpec) -> list[tuple[str, int, object]]:
 
 KINDS = ("job", "pytorchjob", "tfjob", "jobset")  # what `training_jobs(kind=...)` writes
 
+# A Job's pod failure policy: a pod the workbench deleted for a checkpoint-restart (marked
+# `DisruptionTarget` first, `Binder.mark_disrupted`) is not a failure. From Kubernetes 1.26 a
+# deleted pod otherwise counts towards `backoffLimit` (and the re-creation back-off), and an
+# elastic engine rescaling every few minutes would fail the Job after six restarts. Clusters
+# before 1.25 ignore the field.
+IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
+                                 "onPodConditions": [{"type": "DisruptionTarget"}]}]}
+
 
 def training_jobs(spec: JobSpec, namespace: str = "default", *, arrival: float | None = None,
                   image: str = DEFAULT_IMAGE, command: list[str] | None = None,
@@ -142,7 +150,7 @@ def training_jobs(spec: JobSpec, namespace: str = "default", *, arrival: float |
             "metadata": {**meta, "name": name if role == labels.ROLE_WORKER else f"{name}-ps",
                          "labels": dict(template["metadata"]["labels"])},
             "spec": {"parallelism": count, "backoffLimit": backoff_limit,
-                     "template": template}})
+                     "podFailurePolicy": IGNORE_DISRUPTIONS, "template": template}})
     return out
 
 
@@ -175,6 +183,7 @@ def _jobset(meta: dict, templates: list, backoff_limit: int) -> dict:
             "spec": {"replicatedJobs": [
                 {"name": "workers" if role == labels.ROLE_WORKER else "ps", "replicas": 1,
                  "template": {"spec": {"parallelism": count, "backoffLimit": backoff_limit,
+                                       "podFailurePolicy": IGNORE_DISRUPTIONS,
                                        "template": template}}}
                 for role, count, template in templates]}}
 
@@ -195,6 +204,8 @@ SCHEDULER_RULES = [
     {"apiGroups": [""], "resources": ["pods"],
      "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
+    # the DisruptionTarget condition on a pod deleted for a checkpoint-restart
+    {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     # scaling is a change of parallelism; refusals annotate the Job
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "patch"]},
