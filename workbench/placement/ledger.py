@@ -8,6 +8,7 @@ policy can place several jobs in one round by subtracting as it goes (`Ledger`).
 from __future__ import annotations
 
 import itertools
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -43,11 +44,31 @@ class Ledger:
         # on: engines try long queues of look-alike jobs against an unchanged ledger.
         self.version = next(_VERSIONS)
         self._no_room: dict[tuple, int] = {}
+        # The last fit_counts: (version, demand, counts, nodes changed since by take/give_back).
+        self._fits: tuple | None = None
 
     # -- capacity questions -------------------------------------------------------------
 
     def fit_counts(self, demand: Resources) -> np.ndarray:
-        """How many tasks of `demand` each node can take now."""
+        """How many tasks of `demand` each node can take now (read-only: the last answer is
+        kept for the same content, as a gang's packing and its 'why waiting' ask alike)."""
+        memo = self._fits
+        if memo is not None and memo[0] == self.version and (memo[1] is demand
+                                                             or memo[1] == demand):
+            counts, changed = memo[2], memo[3]
+            if not changed:
+                return counts
+            # A placement changes a node or two of fifty: count those again, not every node.
+            counts = counts.copy()  # a caller may still hold the old answer
+            for i in changed:
+                counts[i] = self._fit_at(i, demand)
+        else:
+            counts = self._fit_counts(demand)
+        counts.flags.writeable = False
+        self._fits = (self.version, demand, counts, ())
+        return counts
+
+    def _fit_counts(self, demand: Resources) -> np.ndarray:
         counts = None
         for r, need in ((CPU, demand.cpu), (MEM, demand.mem)):
             if need > 0:
@@ -59,6 +80,35 @@ class Ledger:
         if counts is None:  # asks for nothing: any number fits
             return np.full(len(self.free), 10**6, dtype=np.int64)
         return counts.astype(np.int64)
+
+    def _fit_at(self, i: int, demand: Resources) -> int:
+        """`_fit_counts(demand)[i]` in plain floats: the same IEEE operations per element, and
+        the fractional GPU sum adds whole numbers, exact in any order."""
+        free = self.free[i].tolist()
+        count = None
+        for r, need in ((CPU, demand.cpu), (MEM, demand.mem)):
+            if need > 0:
+                fit = math.floor((free[r] + _EPS) / need)
+                count = fit if count is None else min(count, fit)
+        g = demand.gpu
+        if g > 0:
+            row = self.gpu_free[i].tolist()
+            if g >= 1:
+                fit = sum(f >= 1 - _EPS for f in row) // _whole(g)
+            else:
+                fit = sum(math.floor(max(f + _EPS, 0.0) / g) for f in row)
+            count = fit if count is None else min(count, fit)
+        return 10**6 if count is None else count
+
+    def _changed(self, placement: Placement) -> None:
+        """Note a take or give_back on `placement` in the fit_counts memo (a new version)."""
+        memo = self._fits
+        if memo is not None and memo[0] == self.version:
+            nodes = tuple(map(self.index.__getitem__, placement))
+            self._fits = (next(_VERSIONS), memo[1], memo[2], memo[3] + nodes)
+            self.version = self._fits[0]
+        else:
+            self.version = next(_VERSIONS)
 
     def _gpu_fit(self, g: float) -> np.ndarray:
         gf = self.gpu_free
@@ -73,22 +123,26 @@ class Ledger:
     # -- taking resources -----------------------------------------------------------------
 
     def take(self, placement: Placement, demand: Resources) -> None:
-        self.version = next(_VERSIONS)
+        if not placement:  # no tasks (a job without parameter servers): the content stays
+            return
+        self._changed(placement)
         d = demand.as_array()
         for name, count in placement.items():
             i = self.index[name]
-            self.free[i] -= d * count
+            self.free[i] -= d if count == 1 else d * count  # d * 1 is d: one numpy call fewer
             self._take_gpus(i, demand.gpu, count)
             if self.view is not None:
                 self.placer.mirror(self.view, i, self.free[i], self.gpu_free[i], demand, count)
 
     def give_back(self, placement: Placement, demand: Resources) -> None:
         """Return a job's resources to the ledger (e.g. when planning a preemption)."""
-        self.version = next(_VERSIONS)
+        if not placement:
+            return
+        self._changed(placement)
         d = demand.as_array()
         for name, count in placement.items():
             i = self.index[name]
-            self.free[i] += d * count
+            self.free[i] += d if count == 1 else d * count
             self._return_gpus(i, demand.gpu, count)
             if self.view is not None:
                 self.placer.mirror(self.view, i, self.free[i], self.gpu_free[i], demand, -count)
@@ -98,7 +152,13 @@ class Ledger:
             return
         row = self.gpu_free[i]
         if g >= 1:  # whole GPUs, first free first (as the simulator takes them)
-            row[np.flatnonzero(row >= 1 - _EPS)[: _whole(g) * count]] = 0.0
+            left = _whole(g) * count
+            for k, free in enumerate(row.tolist()):  # a node's few GPUs: faster than numpy calls
+                if left <= 0:
+                    break
+                if free >= 1 - _EPS:
+                    row[k] = 0.0
+                    left -= 1
             return
         for _ in range(count):
             ok = np.flatnonzero(row + _EPS >= g)
@@ -110,10 +170,16 @@ class Ledger:
         if g <= 0:
             return
         row = self.gpu_free[i]
-        valid = row >= 0
         if g >= 1:
-            row[np.flatnonzero(valid & (row <= _EPS))[: _whole(g) * count]] = 1.0
+            left = _whole(g) * count
+            for k, free in enumerate(row.tolist()):
+                if left <= 0:
+                    break
+                if 0 <= free <= _EPS:
+                    row[k] = 1.0
+                    left -= 1
             return
+        valid = row >= 0
         for _ in range(count):
             idx = np.flatnonzero(valid & (row + g <= 1 + _EPS))
             if len(idx):
@@ -178,7 +244,8 @@ class Ledger:
         ps = job.spec.num_ps if ps is None else ps
         if self.view is not None:
             return self._place_gang(job, workers, ps)
-        key = (job.spec.worker_demand, job.spec.ps_demand, workers, ps)
+        w, p = job.spec.worker_demand, job.spec.ps_demand
+        key = (w.cpu, w.mem, w.gpu, p.cpu, p.mem, p.gpu, workers, ps)  # floats hash faster
         version = self.version
         if self._no_room.get(key) == version:
             return None
@@ -213,6 +280,7 @@ class Ledger:
             self.gpu_free[i] = row
             if self.view is not None:
                 self.placer.mirror(self.view, i, self.free[i], row, job.spec.worker_demand, 0)
+        self._fits = None  # `free` may differ from before in its last bits, under the same version
         if pp is None:
             return None
         return wp, pp
@@ -250,8 +318,8 @@ def never_fits(job: JobStatus, state: ClusterState) -> str | None:
 def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
     """A short 'why waiting' for a gang that does not fit."""
     d = job.spec.worker_demand
-    free_tasks = ledger.total_fit(d)
-    block = ledger.largest_block(d)
+    fits = ledger.fit_counts(d)
+    free_tasks, block = int(fits.sum()), int(fits.max(initial=0))
     unit = "GPUs" if d.gpu >= 1 else "worker slots"
     per = _whole(d.gpu) if d.gpu >= 1 else 1
     if free_tasks < workers:

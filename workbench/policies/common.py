@@ -50,7 +50,8 @@ def impossible(state: ClusterState, job: JobStatus, signature: tuple | None = No
     if job.state is not JobState.PENDING:
         return None
     spec = job.spec
-    key = (spec.worker_demand, spec.min_workers, spec.ps_demand, spec.num_ps,
+    w, p = spec.worker_demand, spec.ps_demand  # by their fields: a tuple of floats hashes faster
+    key = (w.cpu, w.mem, w.gpu, spec.min_workers, p.cpu, p.mem, p.gpu, spec.num_ps,
            signature or cluster_signature(state))
     verdict = _VERDICTS.get(key, _UNKNOWN)
     if verdict is _UNKNOWN:
@@ -222,11 +223,14 @@ def most_free_first(ledger: Ledger, demand: Resources, count: int) -> Placement 
     (the lowest index on a tie), as many as fit there; None if fewer than `count` fit in all.
     The Pollux artifact's Tiresias and Optimus place this way (osdi21-artifact
     simulator/tiresias.py and optimus.py: `free_gpus.most_common(1)` until the job is placed)."""
-    fits = ledger.fit_counts(demand).copy()
+    fits = ledger.fit_counts(demand)
     if count <= 0:
         return {}
     if int(fits.sum()) < count:
         return None
+    if count == 1:  # most jobs: the loop below takes one task from the first largest
+        return {ledger.names[int(np.argmax(fits))]: 1}
+    fits = fits.copy()
     placement: Placement = {}
     left = count
     while left:

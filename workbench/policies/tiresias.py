@@ -61,6 +61,7 @@ class _View:
         self.arrivals = NewArrivalCheck()
         self.jobs: dict | None = None  # the backend's job dict these entries belong to
         self.placed: list[Ranked] = []  # jobs holding GPUs, in 2D-LAS order
+        self.gpus: list[float] = []  # their GPUs, in the same order (summed by the slice)
         self.entry: dict[str, Ranked] = {}  # name -> its entry in `placed`
         self.crossing: dict[str, float] = {}  # running job -> when it enters its next queue
         self.settling: dict[str, JobStatus] = {}  # placed, not yet running: crossing moves
@@ -71,6 +72,7 @@ class _View:
         self.low: list[tuple] = []
         self.low_names: set[str] = set()
         self.wakeup_for: ClusterState | None = None
+        self.gpus_up: tuple[bytes, float] = (b"", 0.0)  # GPUs of the nodes up, by the arrays' bytes
         self.wakeup: float | None = None
 
 
@@ -133,10 +135,12 @@ class TiresiasPolicy(Policy):
         q = self.queue_of(job)
         if old is None or old.queue != q:
             if old is not None:
-                del v.placed[bisect.bisect_left(v.placed, old)]
+                self._drop_entry(old)
             entry = Ranked(q, self._entered(job, q, now), job.spec.arrival, job.name, job,
                            job.spec.worker_demand.gpu * job.spec.initial_workers)
-            bisect.insort(v.placed, entry)
+            i = bisect.bisect_left(v.placed, entry)
+            v.placed.insert(i, entry)
+            v.gpus.insert(i, entry.gpus)
             v.entry[job.name] = entry
         if job.state is JobState.RUNNING:  # accruing at a fixed rate: the crossing holds
             v.crossing[job.name] = self._crossing(job, job.spec.initial_workers, now)
@@ -156,17 +160,22 @@ class TiresiasPolicy(Policy):
             seen = self._entered_at[job.name] = (q, now)
         return seen[1]
 
+    def _drop_entry(self, entry: Ranked) -> None:
+        v = self._view
+        i = bisect.bisect_left(v.placed, entry)
+        del v.placed[i]
+        del v.gpus[i]
+
     def _unrank(self, job: JobStatus) -> None:
         v = self._view
-        entry = v.entry.pop(job.name)
-        del v.placed[bisect.bisect_left(v.placed, entry)]
+        self._drop_entry(v.entry.pop(job.name))
         v.crossing.pop(job.name, None)
         v.settling.pop(job.name, None)
 
     def _rebuild_ranking(self, state: ClusterState) -> list[JobStatus]:
         v = self._view
         left = [p.job for p in v.placed]
-        v.placed, v.entry, v.crossing, v.settling = [], {}, {}, {}
+        v.placed, v.gpus, v.entry, v.crossing, v.settling = [], [], {}, {}, {}
         for job in state.iter_placed():
             self._rank(job, state.now)
         return left
@@ -201,25 +210,26 @@ class TiresiasPolicy(Policy):
     # ---- a round ------------------------------------------------------------------------
 
     def ranked(self, state: ClusterState, skip: set[str], left: list[JobStatus]
-               ) -> Iterator[tuple[bool, list[Ranked] | JobStatus]]:
+               ) -> Iterator[tuple[bool, tuple[int, int] | JobStatus]]:
         """Placed and waiting jobs in 2D-LAS order (queue, entered, arrival, name), lazily: a
-        round walks only as far as the GPUs go, not the whole of a long queue. Yields (True, a
-        run of ranked entries of placed jobs) and (False, a waiting job)."""
+        round walks only as far as the GPUs go, not the whole of a long queue. Yields (True,
+        (start, end): a run of placed jobs, `_view.placed[start:end]`) and (False, a waiting
+        job)."""
         thresholds, placed = self.queue_thresholds, self._view.placed
         for q in range(len(thresholds) + 1):
             i, n = bisect.bisect_left(placed, (q,)), bisect.bisect_left(placed, (q + 1,))
             waiting = self._first_queue_waiting(skip, left) if q == 0 else self._low_waiting(q)
-            for job in waiting:  # in queue order; merged with this queue's placed jobs
-                if job.name in skip or bisect.bisect_right(thresholds, job.attained_service) != q:
+            for job in waiting:  # in queue order, of queue q only; merged with its placed jobs
+                if job.name in skip:
                     continue
                 start = i
                 i = bisect.bisect_left(placed, (q, self._entered(job, q, state.now),
                                                 job.spec.arrival, job.name), i, n)
                 if i > start:
-                    yield True, placed[start:i]
+                    yield True, (start, i)
                 yield False, job
             if i < n:
-                yield True, placed[i:n]
+                yield True, (i, n)
 
     def _first_queue_waiting(self, skip: set[str], left: list[JobStatus]) -> list[JobStatus]:
         """The waiting jobs of the first queue, in arrival order, without walking a long queue
@@ -292,28 +302,30 @@ class TiresiasPolicy(Policy):
         rejected = {a.job for a in actions}
         left = self._update_ranking(state)
         self._track_low(state, left)
-        capacity = float(state.capacity[state.node_up, 2].sum())
-        kept: list[list[Ranked]] = []  # runs of placed jobs that keep their GPUs
+        key = state.node_up.tobytes() + state.capacity.tobytes()
+        if key != v.gpus_up[0]:
+            v.gpus_up = (key, float(state.capacity[state.node_up, 2].sum()))
+        capacity = v.gpus_up[1]
+        kept: list[tuple[int, int]] = []  # runs of placed jobs that keep their GPUs
+        kept_some: list[Ranked] = []  # placed jobs that keep their GPUs from runs that do not
         n_kept = 0
         starting: list[JobStatus] = []  # waiting jobs chosen to start
         used = 0.0
         now = state.now
         for is_placed, item in self.ranked(state, rejected, left):
             if is_placed:
-                run = item
-                whole = sum(p.gpus for p in run)
+                start, end = item
+                whole = sum(v.gpus[start:end])  # the same additions as over the entries
                 if used + whole <= capacity + 1e-9:  # typical: the whole run keeps its GPUs
-                    kept.append(run)
-                    n_kept += len(run)
+                    kept.append(item)
+                    n_kept += end - start
                     used += whole
                 else:
-                    fits = []
-                    for p in run:
+                    for p in v.placed[start:end]:
                         if used + p.gpus <= capacity + 1e-9:
-                            fits.append(p)
+                            kept_some.append(p)
+                            n_kept += 1
                             used += p.gpus
-                    kept.append(fits)
-                    n_kept += len(fits)
             else:
                 job = item
                 need = job.spec.worker_demand.gpu * job.spec.initial_workers
@@ -325,7 +337,8 @@ class TiresiasPolicy(Policy):
                 break
         ledger = self.ledger(state) if starting or n_kept < len(v.placed) else None
         if n_kept < len(v.placed):
-            keep = {p.name for run in kept for p in run}
+            keep = {p.name for start, end in kept for p in v.placed[start:end]}
+            keep.update(p.name for p in kept_some)
             for p in [p for p in v.placed if p.name not in keep]:
                 job = p.job
                 self._unrank(job)

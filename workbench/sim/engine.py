@@ -185,28 +185,25 @@ class SimBackend:
         )
 
     def next_event_time(self) -> float | None:
-        times = []
-        if self._next_arrival < len(self._specs):
-            times.append(self._specs[self._next_arrival].arrival)
-        for heap in (self._completions, self._restarts):
-            self._drop_stale(heap)
-            if heap:
-                times.append(heap[0][0])
-        if self._faults:
-            times.append(self._faults[0][0])
-        return min(times) if times else None
+        t = self.next_decision_time()  # the earliest of arrivals, completions and faults
+        restarts = self._restarts
+        self._drop_stale(restarts)
+        if restarts and (t is None or restarts[0][0] < t):
+            return restarts[0][0]
+        return t
 
     def next_decision_time(self) -> float | None:
         """Like next_event_time, without restart ends: those change no free resources."""
-        times = []
-        if self._next_arrival < len(self._specs):
-            times.append(self._specs[self._next_arrival].arrival)
-        self._drop_stale(self._completions)
-        if self._completions:
-            times.append(self._completions[0][0])
-        if self._faults:
-            times.append(self._faults[0][0])
-        return min(times) if times else None
+        specs, t = self._specs, None
+        if self._next_arrival < len(specs):
+            t = specs[self._next_arrival].arrival
+        completions = self._completions
+        self._drop_stale(completions)
+        if completions and (t is None or completions[0][0] < t):
+            t = completions[0][0]
+        if self._faults and (t is None or self._faults[0][0] < t):
+            t = self._faults[0][0]
+        return t
 
     def done(self) -> bool:
         return self._next_arrival >= len(self._specs) and not self.active
@@ -348,7 +345,8 @@ class SimBackend:
         heapq.heappush(heap, (t, self._seq, *rest))
 
     def _drop_stale(self, heap) -> None:
-        while heap and self._version.get(heap[0][2]) != heap[0][3]:
+        version = self._version
+        while heap and version.get(heap[0][2]) != heap[0][3]:
             heapq.heappop(heap)
 
     def _process_events_at(self, t: float) -> None:
@@ -378,8 +376,8 @@ class SimBackend:
             self._complete(self.jobs[name])
 
     def _bump(self, job: JobStatus) -> int:
-        self._version[job.name] = self._version.get(job.name, 0) + 1
-        return self._version[job.name]
+        v = self._version[job.name] = self._version.get(job.name, 0) + 1
+        return v
 
     def _start_running(self, job: JobStatus) -> None:
         job.state = JobState.RUNNING
@@ -528,11 +526,11 @@ class SimBackend:
         job = self.active.get(action.job)
         if job is None:
             raise _Refused(f"{action.job}: no such active job")
-        if (why := refusal(job, action)) is not None:
-            raise _Refused(why)
-        if isinstance(action, Wait):
+        if isinstance(action, Wait):  # the most common action; refusal() lets every Wait through
             job.reason = action.reason
             return ""
+        if (why := refusal(job, action)) is not None:
+            raise _Refused(why)
         if isinstance(action, Admit):
             job.admitted = True
             job.reason = action.reason
@@ -613,7 +611,6 @@ class SimBackend:
                                          self.node_up, self.capacity, self.allocated)
         except ValueError as e:
             raise _Refused(str(e)) from None
-        held = self._held.setdefault(job.name, _Held())
         taken: list[tuple[int, int, float]] = []
         try:
             for i, count, g in tasks:
@@ -622,6 +619,9 @@ class SimBackend:
             for i, g, amount in taken:
                 self.gpu_free[i, g] += amount
             raise
+        held = self._held.get(job.name)
+        if held is None:
+            held = self._held[job.name] = _Held()
         held.gpus += taken
         for i, add in need.items():
             self.allocated[i] += add
@@ -641,7 +641,8 @@ class SimBackend:
             idx = [k for k, free in enumerate(row.tolist()) if free >= 1 - _EPS][:n]
             if len(idx) < n:
                 raise _Refused(f"{job}: {self.nodes[i].name} has {len(idx)} whole GPUs free, needs {n}")
-            row[idx] = 0.0
+            for k in idx:  # one by one: a handful of scalar stores beat indexing by a list
+                row[k] = 0.0
             return [(i, k, 1.0) for k in idx]
         taken = []
         for _ in range(count):
@@ -660,14 +661,18 @@ class SimBackend:
             return
         freed_nodes = job.nodes if self.contention else None
         self._stop_running(job)
-        for name, count in job.workers.items():
-            self.allocated[self.node_index[name]] -= job.spec.worker_demand.as_array() * count
-        for name, count in job.ps.items():
-            self.allocated[self.node_index[name]] -= job.spec.ps_demand.as_array() * count
+        spec = job.spec
+        for placement, demand in ((job.workers, spec.worker_demand), (job.ps, spec.ps_demand)):
+            d = demand.as_array()
+            for name, count in placement.items():
+                self.allocated[self.node_index[name]] -= d if count == 1 else d * count
         np.maximum(self.allocated, 0.0, out=self.allocated)
         self._totals = None
-        for i, g, amount in self._held.pop(job.name, _Held()).gpus:
-            self.gpu_free[i, g] = min(self.gpu_free[i, g] + amount, 1.0)
+        held = self._held.pop(job.name, None)
+        if held is not None:
+            gpu_free = self.gpu_free
+            for i, g, amount in held.gpus:
+                gpu_free[i, g] = min(gpu_free[i, g] + amount, 1.0)
         job.workers, job.ps = {}, {}
         self._placed.pop(job.name, None)
         job.throughput = 0.0
