@@ -75,6 +75,7 @@ class OptimusPolicy(Policy):
                               f" got {replica_cap!r}")
         self.replica_cap = replica_cap
         self.node_order = check_node_order(node_order)
+        self._step_times: dict[tuple, float] = {}  # (app, batch, workers, GPUs/node) -> s
 
     # ---- the artifact's predictions ------------------------------------------------------
 
@@ -96,10 +97,19 @@ class OptimusPolicy(Policy):
         if spec.kind == JobKind.PS or spec.application not in MIN_LOCAL_BSZ:
             rate = self.perf.ideal_rate(spec, workers, gpus_per_node)
             return 1.0 / rate if rate > 0 else math.inf
-        app, perf = spec.application, self.perf
+        # a function of these alone, asked ~100 times per round: remembered
+        key = (spec.application, spec.batch_size, workers, gpus_per_node)
+        known = self._step_times.get(key)
+        if known is None:
+            known = self._step_times[key] = self._profiled_step_time(*key)
+        return known
+
+    def _profiled_step_time(self, app: str, batch_size: int, workers: int,
+                            gpus_per_node: int) -> float:
+        perf = self.perf
         full, rest = divmod(workers, gpus_per_node)  # packed, as many full nodes as it takes
         counts = (gpus_per_node,) * full + ((rest,) if rest else ())
-        local = math.ceil(spec.batch_size / workers - 1e-8)
+        local = math.ceil(batch_size / workers - 1e-8)
         accum = math.ceil(local / perf.max_local_bsz(app) - 1e-8) - 1
         if workers == 1:
             accum = max(1, accum)  # the artifact's rule: one replica always accumulates
@@ -121,12 +131,14 @@ class OptimusPolicy(Policy):
         done = math.floor(job.progress / per_epoch + 1e-9) if per_epoch > 0 else epochs
         return max(total - (done + 1) * per_epoch, 1.0)
 
-    def gain(self, job: JobStatus, workers: int, gpus_per_node: int) -> float:
+    def gain(self, job: JobStatus, workers: int, gpus_per_node: int,
+             remaining: float | None = None) -> float:
         """Time saved by one more worker: the step-time drop × remaining iterations
-        (artifact optimus.py: `(predict_step_time(n) - predict_step_time(n + 1)) * remaining`)."""
+        (artifact optimus.py: `(predict_step_time(n) - predict_step_time(n + 1)) * remaining`;
+        `remaining`: `remaining_iterations(job)` when the caller has it)."""
         drop = self.step_time(job, workers, gpus_per_node) - \
             self.step_time(job, workers + 1, gpus_per_node)
-        return drop * self.remaining_iterations(job)
+        return drop * (self.remaining_iterations(job) if remaining is None else remaining)
 
     # ---- a round -------------------------------------------------------------------------
 
@@ -136,6 +148,7 @@ class OptimusPolicy(Policy):
         artifact's dict in arrival order)."""
         alloc = {j.name: 0 for j in jobs}
         caps = {j.name: self.cap(j) for j in jobs}
+        self._remaining = [self.remaining_iterations(j) for j in jobs]  # fixed for the round
         heap: list[tuple[float, int, int]] = []
         for i, job in enumerate(jobs):  # artifact optimus.py: minimums before any gain
             need = job.spec.worker_demand.gpu * job.spec.min_workers
@@ -161,7 +174,7 @@ class OptimusPolicy(Policy):
         artifact's `gain = 0`)."""
         if w + 1 > cap or gpus < job.spec.worker_demand.gpu - 1e-9:
             return
-        gain = self.gain(job, w, gpus_per_node)
+        gain = self.gain(job, w, gpus_per_node, self._remaining[i])
         if gain > 0:
             heapq.heappush(heap, (-gain, i, w))
 
