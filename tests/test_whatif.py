@@ -379,3 +379,26 @@ def test_the_store_answers_while_a_what_if_waits_on_the_pool(tmp_path, monkeypat
         runner.join(timeout=300)
         assert holder.result() is True
     assert without_wall_times(out["result"].table).equals(without_wall_times(expected.table))
+
+
+@pytest.mark.parametrize("engine", ["optimus", "tiresias"])
+def test_a_previews_current_side_is_what_the_live_run_then_does(engine):
+    """The current engine's side of a switch preview is the live run going on: forked with the
+    live run's last round (`Controller.carry_on`), a copy of its engine makes the decisions the
+    live run then makes, at the same times (it rounded at once at the fork before: optimus,
+    which re-sizes every job every round, acted on that extra round)."""
+    from workbench.policies import make_policy
+    from workbench.whatif import prepare_preview
+
+    jobs = load_jobs("default")
+    live = simulate(load_nodes("default", "default"), jobs, engine)
+    fork_at = sorted(j.arrival for j in jobs)[len(jobs) // 3] + 17.0  # between two rounds
+    live.run(until=fork_at)
+    preview = prepare_preview(live.backend, live.policy, make_policy("fifo"), 4 * 3600.0,
+                              last_round=live.last_round)()
+    live.run(until=fork_at + 4 * 3600.0)
+    then = [(round(d.time / 3600, 9), d.action, d.job) for d in live.recorder.decisions
+            if d.time > fork_at and d.action != "Wait"][:12]
+    side = preview.decisions[preview.decisions.policy == engine]
+    predicted = [(round(t, 9), a, j) for t, a, j in zip(side.time_h, side.action, side.job)]
+    assert len(then) == 12 and predicted == then

@@ -288,11 +288,14 @@ class SwitchPreview:
 
 
 def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: float,
-                    executor: Executor | None = None) -> Callable[[], SwitchPreview]:
+                    executor: Executor | None = None, last_round: float | None = None
+                    ) -> Callable[[], SwitchPreview]:
     """Fork `backend` now (a live cluster: its snapshot, see `look_ahead_base`); return a
     function running `current` (a copy, keeping its learning state) and `candidate` side by
-    side on the fork for `horizon` seconds (on `executor` when given). The function runs once:
-    run here, its last side runs on the fork itself."""
+    side on the fork for `horizon` seconds (on `executor` when given). `last_round`: when the
+    live run's last round was; the current side then rounds where the live run will
+    (`Controller.carry_on`), the candidate at once, as a switch does (None: both at once). The
+    function runs once: run here, its last side runs on the fork itself."""
     if candidate.name == current.name:
         raise ValueError(f"{candidate.name} is already the engine scheduling now")
     try:
@@ -310,7 +313,8 @@ def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: f
         t0 = time.perf_counter()
         (row_a, jobs_a, acts_a), (row_b, jobs_b, acts_b) = on_executor(
             executor, preview_side, base,
-            [(cur, keep, start, horizon, base_usage), (new, candidate, start, horizon, base_usage)],
+            [(cur, keep, start, horizon, base_usage, last_round),
+             (new, candidate, start, horizon, base_usage)],
             hand_over=True)
         changes = job_changes(jobs_a, jobs_b, cur, new, start)
         decisions = pd.DataFrame(acts_a + acts_b, columns=DECISION_COLUMNS)
@@ -329,12 +333,13 @@ def _run_once(ran: list[bool]) -> None:
 
 
 def preview_side(base: Forkable | bytes, label: str, engine: Policy, start: float,
-                 horizon: float, base_usage: Any
+                 horizon: float, base_usage: Any, last_round: float | None = None
                  ) -> tuple[dict[str, Any], dict[str, JobStatus], list[dict[str, Any]]]:
     """One side of a preview, run on its own copy of `base` (see `own_copy`): its
     `horizon_row`, the outcomes of the jobs not finished at `start` (plain statuses, small to
-    send back), and its first decisions."""
+    send back), and its first decisions. `last_round`: see `prepare_preview`."""
     twin = Controller(own_copy(base), engine)
+    twin.carry_on(last_round)
     with frozen_heap():  # the copy too
         run = run_fork(label, twin, start + horizon, None)
     jobs = {name: settled(j) for name, j in run.controller.backend.jobs.items()

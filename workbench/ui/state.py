@@ -280,7 +280,8 @@ class WorkbenchState(RunControls):
         return self.background.track(
             f"forecasting a switch to {name}",
             whatif.prepare_preview(backend, self.controller.policy, make_policy(name),
-                                   float(horizon or self.preview_horizon), self.executor()))
+                                   float(horizon or self.preview_horizon), self.executor(),
+                                   last_round=self.controller.last_round))
 
     # ---- a live cluster's identity, and who else schedules it ------------------------------
 
