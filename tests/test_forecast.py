@@ -168,3 +168,28 @@ def test_forecast_is_pure_and_handles_many_jobs():
     a, b = forecast(state), forecast(state)
     assert a == b and len(a) == len(state.active)
     assert all(np.isfinite(f.finish) for f in a.values())
+
+
+def test_forecasts_read_after_the_run_moved_on_are_those_of_the_moment_they_were_taken():
+    """`Forecaster.outlook` reads its inputs at once and makes the forecasts when first asked
+    (QoS decides on the work left alone; its view asks later): asked after the simulator has
+    run on, they equal `run` at the moment of the outlook, and its `pending` numbers equal
+    theirs."""
+    from workbench.forecast import Forecaster
+    from workbench.session import load_jobs, load_nodes, simulate
+
+    jobs = load_jobs("default")
+    live = simulate(load_nodes("default", "default"), jobs, "qos")
+    live.run(until=sorted(j.arrival for j in jobs)[len(jobs) // 2])
+    state = live.backend.observe()
+    forecaster = Forecaster(default_perf())
+    outlook = forecaster.outlook(state)
+    pending = outlook.pending()
+    then = Forecaster(default_perf()).run(live.backend.observe())
+    assert len(then) >= 10 and any(f.wait > 0 for f in then.values())  # queued ones too
+    live.run(until=live.backend.now + 3 * 3600.0)  # jobs progress, finish, arrive
+    assert outlook.forecasts() == then
+    for name, f in then.items():
+        p = pending[name]
+        assert (p.remaining, p.rel_error, p.rate_scale, p.finish) == \
+            (f.remaining, f.rel_error, f.rate_scale, f.finish)

@@ -50,6 +50,7 @@ import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtr, ndtri
@@ -120,6 +121,7 @@ class _RateTable:
                     table[w] = self.perf.ideal_rate(spec, w, max(per_node, 1))
                 except (KeyError, ValueError):
                     table[w] = 0.0
+            table.flags.writeable = False  # shared by every caller (and kept per job)
             self._tables[key] = table
         return table
 
@@ -276,6 +278,18 @@ class Forecaster:
         self.table = _table_for(perf)
         self._per_node: dict[tuple, tuple[int, int]] = {}
         self._fits: dict[tuple, tuple[float, float] | None] = {}  # memo of a pure function
+        # Per job, what its spec and the cluster's capacity alone decide, kept across calls
+        # (a thousand jobs wait round after round): (spec, capacity generation, rate table)
+        # and (spec, workers, PS, demand as 3 floats) of its held and its asked size.
+        self._job_tables: dict[str, tuple] = {}
+        self._job_demands: dict[tuple[str, bool], tuple] = {}
+        self._capacity_seen: tuple | None = None
+        self._capacity_generation = 0
+        self.last_tables: dict[str, np.ndarray] = {}  # the last `run`'s rate table per job
+
+    def __getstate__(self) -> dict:
+        # a copy keeps the caches of rates and fits, not what was kept per job (remade as asked)
+        return {**self.__dict__, "_job_tables": {}, "_job_demands": {}, "last_tables": {}}
 
     # -- per-job pieces ------------------------------------------------------------------
 
@@ -303,6 +317,45 @@ class Forecaster:
         up to the most workers the whole cluster could hold (`most_workers`): larger sizes can
         never run here."""
         return self.table.rates(spec, *self._sizes(state, spec))
+
+    def _generation(self, state: ClusterState) -> int:
+        """A number that changes when the cluster's capacity does (keys `_job_tables`)."""
+        cap = state.capacity
+        key = (cap.shape, cap.data.tobytes() if cap.size < 4096 else id(cap))
+        if key != self._capacity_seen:
+            self._capacity_seen = key
+            self._capacity_generation += 1
+        return self._capacity_generation
+
+    def _job_table(self, state: ClusterState, job: JobStatus, generation: int) -> np.ndarray:
+        """`rate_table(state, job.spec)`, remembered per job for the capacity `generation`."""
+        spec = job.spec
+        hit = self._job_tables.get(job.name)
+        if hit is not None and hit[0] is spec and hit[1] == generation:
+            return hit[2]
+        table = self.rate_table(state, spec)
+        self._job_tables[job.name] = (spec, generation, table)
+        return table
+
+    def _demand3(self, job: JobStatus, workers: int, ps: int, held: bool) -> tuple:
+        """`job.demand(workers, ps)` as (cpu, mem, gpu), remembered per job (`held`: its held
+        size, else the size it asks for)."""
+        key = (job.name, held)
+        hit = self._job_demands.get(key)
+        if hit is not None and hit[0] is job.spec and hit[1] == workers and hit[2] == ps:
+            return hit[3]
+        d = job.demand(workers, ps)
+        out = (d.cpu, d.mem, d.gpu)
+        self._job_demands[key] = (job.spec, workers, ps, out)
+        return out
+
+    def _forget_others(self, active: list[JobStatus]) -> None:
+        """Drop what is kept of jobs no longer active (when it outgrows them)."""
+        if len(self._job_tables) > 2 * len(active) + 1000 or \
+                len(self._job_demands) > 4 * len(active) + 2000:
+            names = {j.name for j in active}
+            self._job_tables = {k: v for k, v in self._job_tables.items() if k in names}
+            self._job_demands = {k: v for k, v in self._job_demands.items() if k[0] in names}
 
     def _model_rate(self, job: JobStatus, table: np.ndarray) -> float:
         if job.workers:
@@ -370,52 +423,98 @@ class Forecaster:
             jobs: Iterable[JobStatus] | None = None) -> dict[str, Forecast]:
         """Forecasts for the active jobs of `state` (or `jobs`). `order`: the queue order of the
         waiting jobs as the engine sees it (default: arrival)."""
+        return self.outlook(state, order, jobs).forecasts()
+
+    def outlook(self, state: ClusterState, order: Sequence[str] | None = None,
+                jobs: Iterable[JobStatus] | None = None) -> Outlook:
+        """What `run` reads of `state` and of its jobs, read now: each job's work left, rate,
+        its relative error and measured/model ratio (`Outlook.pending`), and the forecasts,
+        which follow from those alone, computed when first asked (`Outlook.forecasts`): an
+        engine that decides on the first reads the rest only for its view."""
         active = [j for j in (state.active if jobs is None else jobs) if not j.state.finished]
         n = len(active)
-        if not n:
-            return {}
         now = state.now
-        remaining = np.empty(n)
-        work_err = np.zeros(n)
-        rate = np.empty(n)
-        rate_err = np.empty(n)
-        scale = np.ones(n)
-        placed = np.zeros(n, dtype=bool)
-        delay = np.zeros(n)  # restart still to pay before training
-        workers = np.empty(n, dtype=np.int64)
+        if not n:
+            return Outlook(self, now, active, order)
+        # per job in Python lists, made arrays once (the same values as element by element)
+        remaining_l: list[float] = []
+        work_err_l: list[float] = []
+        rate_l: list[float] = []
+        rate_err_l: list[float] = []
+        scale_l: list[float] = []
+        placed_l: list[bool] = []
+        delay_l: list[float] = []  # restart still to pay before training
+        workers_l: list[int] = []
+        held_l: list[tuple[int, int] | None] = []  # (workers, PS) a job holds, if any
         sources: list[str] = []
         tables: list[np.ndarray] = []
-        for i, job in enumerate(active):
-            table = self.rate_table(state, job.spec)
+        generation = self._generation(state)
+        self._forget_others(active)
+        job_table, job_tables = self._job_table, self._job_tables
+        running, restarting, holding = JobState.RUNNING, JobState.RESTARTING, JobState.HOLDING
+        restart_delay = self.restart_delay
+        for job in active:
+            spec, jstate = job.spec, job.state
+            hit = job_tables.get(job.name)  # `_job_table`, its memo read here
+            table = hit[2] if hit is not None and hit[0] is spec and hit[1] == generation \
+                else job_table(state, job, generation)
             tables.append(table)
-            rem, werr, wsrc = self._remaining(job)
-            remaining[i], work_err[i] = rem, werr
-            model = self._model_rate(job, table)
-            if job.state is JobState.RUNNING and job.throughput > 0:
-                rate[i] = job.throughput
-                if model > 0:
-                    scale[i] = job.throughput / model
+            if spec.target_metric is None:  # `_remaining`'s first case, inlined
+                rem, werr, wsrc = job.remaining_work, 0.0, ""
+            else:
+                rem, werr, wsrc = self._remaining(job)
+            remaining_l.append(rem)
+            work_err_l.append(werr)
+            if job.workers:
+                model = self._model_rate(job, table)
+            else:  # `_model_rate`'s second case, inlined
+                w = max(job.target_workers or spec.initial_workers, 1)
+                model = float(table[w]) if w < len(table) else 0.0
+            if jstate is running and job.throughput > 0:
+                rate_l.append(job.throughput)
+                scale_l.append(job.throughput / model if model > 0 else 1.0)
                 spread = self._rate_spread(job)
                 spread = MIN_RATE_ERROR * 2 if spread is None else spread
-                rate_err[i] = min(max(spread, MIN_RATE_ERROR), 0.5)
+                rate_err_l.append(min(max(spread, MIN_RATE_ERROR), 0.5))
                 src = "observed"
             else:
-                rate[i] = model
-                rate_err[i] = PRIOR_RATE_ERROR
+                rate_l.append(model)
+                scale_l.append(1.0)
+                rate_err_l.append(PRIOR_RATE_ERROR)
                 src = "perf-model"
-            placed[i] = job.state.placed and job.state is not JobState.HOLDING
-            if job.state is JobState.RESTARTING or not placed[i]:
-                delay[i] = self.restart_delay
-            workers[i] = job.num_workers if placed[i] else max(
-                job.target_workers or job.spec.initial_workers, 1)
+            is_placed = jstate.placed and jstate is not holding
+            placed_l.append(is_placed)
+            delay_l.append(restart_delay if jstate is restarting or not is_placed else 0.0)
+            workers_l.append(job.num_workers if is_placed else max(
+                job.target_workers or spec.initial_workers, 1))
+            held_l.append((job.num_workers, job.num_ps) if job.workers or job.ps else None)
             sources.append(wsrc if wsrc in ("curve-fit",) else src)
+        remaining = np.array(remaining_l, dtype=float)
+        work_err = np.array(work_err_l, dtype=float)
+        rate = np.array(rate_l, dtype=float)
+        rate_err = np.array(rate_err_l, dtype=float)
+        scale = np.array(scale_l, dtype=float)
+        placed = np.array(placed_l, dtype=bool)
+        delay = np.array(delay_l, dtype=float)
+        workers = np.array(workers_l, dtype=np.int64)
+        rel = np.sqrt(rate_err ** 2 + work_err ** 2)
+        self.last_tables = {job.name: t for job, t in zip(active, tables)}
+        return Outlook(self, now, active, order, remaining=remaining, rate=rate, scale=scale,
+                       placed=placed, delay=delay, workers=workers, rel=rel, tables=tables,
+                       sources=sources, sizes=workers_l, held=held_l,
+                       free=None if placed.all() else state.free.sum(axis=0))
 
+    def _forecasts(self, o: Outlook) -> dict[str, Forecast]:
+        """`run`'s forecasts from what `outlook` read (`o`): nothing live is read here."""
+        active, now, remaining, rate, placed, delay = (o.active, o.now, o.remaining, o.rate,
+                                                       o.placed, o.delay)
+        scale, workers, rel, tables, sources = o.scale, o.workers, o.rel, o.tables, o.sources
         with np.errstate(divide="ignore", invalid="ignore"):
             duration = np.where(rate > 0, remaining / rate, np.inf)
         duration = np.where(remaining <= 0, 0.0, duration)
-        wait = self._queue_delays(state, active, placed, delay + duration, order)
+        wait = self._queue_delays(now, o.free, active, placed, delay + duration, o.order,
+                                  o.held, o.sizes)
         finish = now + wait + delay + duration
-        rel = np.sqrt(rate_err ** 2 + work_err ** 2)
         sd = np.sqrt((duration * rel) ** 2 + (WAIT_ERROR * np.where(np.isfinite(wait), wait, 0)) ** 2)
         sd = np.maximum(sd, np.minimum(SD_FLOOR, 0.05 * (duration + delay) + 1.0))
         never = ~np.isfinite(finish)  # cannot finish on this cluster: the whole band is inf
@@ -429,19 +528,31 @@ class Forecaster:
             p_meet = np.where(np.isfinite(finish), ndtr((deadline - finish) / sd), 0.0)
 
         out: dict[str, Forecast] = {}
+        # read as Python numbers (the same values) rather than numpy element by element
+        (finish_, low_, high_, p_meet_, deadline_, wait_, rate_, remaining_, sd_, scale_, rel_,
+         workers_, has_dl_, placed_) = (a.tolist() for a in (
+             finish, low, high, p_meet, deadline, wait, rate, remaining, sd, scale, rel, workers,
+             has_dl, placed))
+        new = object.__new__
         for i, job in enumerate(active):
             min_w = None
-            if has_dl[i]:
-                min_w = self._min_workers(job, tables[i], scale[i], remaining[i], rel[i],
-                                          deadline[i] - now - wait[i], placed[i])
-            src = sources[i] + ("+queue" if wait[i] > 0 else "")
-            out[job.name] = Forecast(
-                job=job.name, finish=float(finish[i]), low=float(low[i]), high=float(high[i]),
-                p_meet_deadline=float(p_meet[i]) if has_dl[i] else None,
-                min_workers_to_meet=min_w, source=src,
-                deadline=float(deadline[i]) if has_dl[i] else None, wait=float(wait[i]),
-                rate=float(rate[i]), remaining=float(remaining[i]), workers=int(workers[i]),
-                sd=float(sd[i]), rate_scale=float(scale[i]), rel_error=float(rel[i]))
+            dl = has_dl_[i]
+            if dl:
+                # `_min_workers`, with the size the job held when read
+                min_w = workers_to_meet(job, tables[i] * scale_[i], remaining_[i],
+                                        deadline_[i] - now - wait_[i], rel_[i], self.z,
+                                        self.restart_delay,
+                                        current=workers_[i] if placed_[i] else None)
+            # a frozen dataclass made as its __init__ makes it, without its 15 setattr calls
+            f = new(Forecast)
+            f.__dict__.update({
+                "job": job.name, "finish": finish_[i], "low": low_[i], "high": high_[i],
+                "p_meet_deadline": p_meet_[i] if dl else None, "min_workers_to_meet": min_w,
+                "source": sources[i] + ("+queue" if wait_[i] > 0 else ""),
+                "deadline": deadline_[i] if dl else None, "wait": wait_[i], "rate": rate_[i],
+                "remaining": remaining_[i], "workers": workers_[i], "sd": sd_[i],
+                "rate_scale": scale_[i], "rel_error": rel_[i]})
+            out[job.name] = f
         return out
 
     def _min_workers(self, job: JobStatus, table: np.ndarray, scale: float, remaining: float,
@@ -449,24 +560,29 @@ class Forecaster:
         return workers_to_meet(job, table * scale, remaining, time_left, rel, self.z,
                                self.restart_delay, current=job.num_workers if placed else None)
 
-    def _queue_delays(self, state: ClusterState, active: list[JobStatus], placed: np.ndarray,
-                      run_time: np.ndarray, order: Sequence[str] | None) -> np.ndarray:
+    def _queue_delays(self, now: float, free: np.ndarray | None, active: list[JobStatus],
+                      placed: np.ndarray, run_time: np.ndarray, order: Sequence[str] | None,
+                      held_counts: list[tuple[int, int] | None], sizes: list[int]) -> np.ndarray:
         """Expected delay before each waiting job starts (0 for placed jobs); list scheduling
-        over the cluster's total free CPU, memory and GPUs."""
+        over the cluster's total free CPU, memory and GPUs (`free`). `held_counts`: the
+        (workers, PS) each job holds (None: nothing); `sizes`: the workers a waiting job asks
+        for (as `Outlook` read them)."""
         n = len(active)
         wait = np.zeros(n)
         waiting = np.flatnonzero(~placed)
         if not len(waiting):
             return wait
-        now = state.now
-        free = state.free.sum(axis=0)
         releases: list[tuple[float, int]] = []
         held = np.zeros((n, 3))
+        demand3 = self._demand3
+        run_time_ = run_time.tolist()  # the same values, as Python floats
+        placed_ = placed.tolist()
         for i, job in enumerate(active):
-            if job.workers or job.ps:
-                held[i] = job.demand(job.num_workers, job.num_ps).as_array()
-            if placed[i]:
-                releases.append((now + run_time[i], i))
+            hc = held_counts[i]
+            if hc is not None:
+                held[i] = demand3(job, hc[0], hc[1], True)
+            if placed_[i]:
+                releases.append((now + run_time_[i], i))
         heapq.heapify(releases)
         releasable = held[[i for _, i in releases]].sum(axis=0)  # what the releases will free
         pos = {j.name: k for k, j in enumerate(active)}
@@ -480,32 +596,95 @@ class Forecaster:
             queue = ranked + rest
         # the walk in plain floats, [cpu, mem, gpu]: numpy's per-call cost on 3-vectors was
         # most of a QoS round (elementwise IEEE arithmetic either way: the same numbers)
-        free3, rel3 = free.tolist(), releasable.tolist()
+        # (the three resources unrolled: the same operations in the same order)
+        f0, f1, f2 = free.tolist()
+        r0, r1, r2 = releasable.tolist()
         held3 = held.tolist()
+        wait_ = wait.tolist()
+        heappop, heappush = heapq.heappop, heapq.heappush
         t = now
         for k in queue:
             job = active[k]
-            size = max(job.target_workers or job.spec.initial_workers, 1)
-            d = job.demand(size, job.spec.num_ps)
-            h = held3[k]
-            need = [d.cpu - h[0], d.mem - h[1], d.gpu - h[2]]
-            if any(need[x] > free3[x] + rel3[x] + 1e-9 for x in range(3)):
+            d0, d1, d2 = demand3(job, sizes[k], job.spec.num_ps, False)
+            h0, h1, h2 = held3[k]
+            n0, n1, n2 = d0 - h0, d1 - h1, d2 - h2
+            if n0 > f0 + r0 + 1e-9 or n1 > f1 + r1 + 1e-9 or n2 > f2 + r2 + 1e-9:
                 # Never fits, even once every release is in: it starts never and must not move
                 # the clock (nor take the releases) of the jobs queued behind it.
-                wait[k] = math.inf
+                wait_[k] = math.inf
                 continue
-            while releases and any(need[x] > free3[x] + 1e-9 for x in range(3)):
-                t_rel, r = heapq.heappop(releases)
+            while releases and (n0 > f0 + 1e-9 or n1 > f1 + 1e-9 or n2 > f2 + 1e-9):
+                t_rel, r = heappop(releases)
                 t = max(t, t_rel)
-                hr = held3[r]
-                free3 = [free3[x] + hr[x] for x in range(3)]
-                rel3 = [rel3[x] - hr[x] for x in range(3)]
-            free3 = [free3[x] - need[x] for x in range(3)]
-            h = held3[k] = [h[x] + need[x] for x in range(3)]
-            wait[k] = t - now
-            heapq.heappush(releases, (t + run_time[k], k))
-            rel3 = [rel3[x] + h[x] for x in range(3)]
-        return wait
+                g0, g1, g2 = held3[r]
+                f0, f1, f2 = f0 + g0, f1 + g1, f2 + g2
+                r0, r1, r2 = r0 - g0, r1 - g1, r2 - g2
+            f0, f1, f2 = f0 - n0, f1 - n1, f2 - n2
+            h0, h1, h2 = h0 + n0, h1 + n1, h2 + n2
+            held3[k] = (h0, h1, h2)
+            wait_[k] = t - now
+            heappush(releases, (t + run_time_[k], k))
+            r0, r1, r2 = r0 + h0, r1 + h1, r2 + h2
+        return np.array(wait_, dtype=float)
+
+
+class Outlook:
+    """What `Forecaster.outlook` read of a state and its jobs (plain numbers and arrays, the
+    jobs only for their names and specs), and the forecasts that follow, made once when first
+    asked: the same as `Forecaster.run` gives for that state, whenever they are asked."""
+
+    def __init__(self, forecaster: Forecaster, now: float, active: list[JobStatus],
+                 order: Sequence[str] | None, **read: Any) -> None:
+        self.forecaster, self.now, self.active = forecaster, now, active
+        self.order = None if order is None else list(order)
+        self.__dict__.update(read)
+        self._forecasts: dict[str, Forecast] | None = None if active else {}
+
+    def forecasts(self) -> dict[str, Forecast]:
+        """{job name: Forecast}, as `Forecaster.run`."""
+        if self._forecasts is None:
+            self._forecasts = self.forecaster._forecasts(self)
+        return self._forecasts
+
+    def pending(self) -> dict[str, PendingForecast]:
+        """Each job's work left, relative error and measured/model ratio, its whole forecast
+        made on demand (`PendingForecast`)."""
+        if not self.active:
+            return {}
+        return {job.name: PendingForecast(self, job.name, rem, rel, scale) for job, rem, rel, scale
+                in zip(self.active, self.remaining.tolist(), self.rel.tolist(),
+                       self.scale.tolist())}
+
+
+class PendingForecast:
+    """A job's `Forecast` before it is made: `remaining`, `rel_error` and `rate_scale` (the
+    same values) at once; any other field, or `as_dict`, makes its outlook's forecasts. Copied
+    or pickled as the `Forecast` itself."""
+
+    __slots__ = ("_outlook", "job", "rate_scale", "rel_error", "remaining")
+
+    def __init__(self, outlook: Outlook, job: str, remaining: float, rel_error: float,
+                 rate_scale: float) -> None:
+        self._outlook, self.job = outlook, job
+        self.remaining, self.rel_error, self.rate_scale = remaining, rel_error, rate_scale
+
+    def full(self) -> Forecast:
+        return self._outlook.forecasts()[self.job]
+
+    def as_dict(self) -> dict:
+        return self.full().as_dict()
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.full(), name)
+
+    def __reduce__(self):
+        return _itself, (self.full(),)
+
+
+def _itself(value: Any) -> Any:
+    return value
 
 
 def most_workers(state: ClusterState, spec: JobSpec) -> int:
@@ -574,6 +753,8 @@ _FORECASTERS: dict[tuple, Forecaster] = {}
 __all__ = [
     "Forecast",
     "Forecaster",
+    "Outlook",
+    "PendingForecast",
     "curve_work_to_target",
     "fit_curve",
     "forecast",

@@ -37,6 +37,7 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,7 +59,7 @@ from ..model import (
 )
 from ..perf.goodput import GoodputModel, app_goodput, fit_params, has_goodput
 from .base import Policy, register
-from .common import MAX_WAIT_REASONS, in_applicable_order, reject_impossible
+from .common import MAX_WAIT_REASONS, CheckedOnce, in_applicable_order
 from .teaching import top
 
 RESTART_DELAY = 30.0  # pollux.py _evaluate: `delay = 30` (the simulator's restart cost)
@@ -117,9 +118,21 @@ class PolluxPolicy(Policy):
         self.last_speedup: dict[str, float] = {}
         self.ps_plan: dict[str, Placement] = {}  # this round's parameter servers per PS job
         self.last_placements: dict[str, Placement] = {}  # the last round's plan
+        # per job, its option sizes and speedup × share (what `options` needs but the restart
+        # factor), with what they were computed from (`_steps`)
+        self._steps_memo: dict[str, tuple] = {}
+        self._steps_on: tuple | None = None  # (GPUs, GPUs per node, fair share, share) of those
+        self._agent_of: dict[str, list] = {}  # job -> what `_round_options` keeps (`_known`)
+        self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
 
     def reset(self) -> None:
         self.agents.clear()
+        self._agent_of.clear()
+
+    def __getstate__(self) -> dict:
+        # a copy runs on another backend's jobs: what was kept per job is remade as asked
+        return {**self.__dict__, "_steps_memo": {}, "_steps_on": None, "_agent_of": {},
+                "_reject_impossible": CheckedOnce()}
 
     # ---- the agent -----------------------------------------------------------------------
 
@@ -134,13 +147,16 @@ class PolluxPolicy(Policy):
             agent = self.agents[job.name] = Agent(fixed)
         return agent
 
-    def observe(self, job: JobStatus, agent: Agent) -> None:
+    def observe(self, job: JobStatus, agent: Agent, counts: tuple[int, ...] | None = None
+                ) -> None:
         """A running job's agent records its configuration and re-fits (simulator.py
-        `Job.update_params`: a new (nodes, replicas, atomic batch) point means a new fit)."""
+        `Job.update_params`: a new (nodes, replicas, atomic batch) point means a new fit).
+        `counts`: `placement_counts(job.workers)` when the caller has it."""
         if job.state is not JobState.RUNNING or not job.workers:
             return
         app = app_goodput(self.perf, job.spec.application)
-        counts = placement_counts(job.workers)
+        if counts is None:
+            counts = placement_counts(job.workers)
         epoch = epoch_of(self.perf, job)
         if agent.seen == (counts, epoch):  # the same point as last round: nothing to re-fit
             return
@@ -241,28 +257,147 @@ class PolluxPolicy(Policy):
     def options(self, job: JobStatus, agent: Agent | None, gpus: int, gpn: int, fair: int,
                 share: float, now: float) -> list[tuple[int, float, Placement | None]]:
         """(GPUs, cost, kept placement or None) for each shape the job may take, by GPUs."""
-        cap = self.cap(job, agent, gpus)
-        sizes = [r for r in range(1, min(cap, gpn) + 1)] + \
-            [k * gpn for k in range(2, cap // gpn + 1)]
-        sizes = [r for r in sizes if r >= job.spec.min_workers]
-        factor = self.restart_factor(job, now)
-        out = [(0, self.cost(0.0), None)]
         current = {n: c for n, c in job.workers.items() if c} if job.state.placed else {}
-        if job.state is JobState.RESTARTING and current:
-            # still taking up its last change: the artifact's restart (30 s) always ends within
-            # its 60 s round, a cluster's may not; re-planning it now would restart it again
-            sizes = []
-        for r in sizes:
-            s = self.speedup(agent, 1 if r <= gpn else math.ceil(r / gpn), r, fair)
-            out.append((r, self.cost(s * share * factor), None))
+        # still taking up its last change: the artifact's restart (30 s) always ends within
+        # its 60 s round, a cluster's may not; re-planning it now would restart it again
+        frozen = job.state is JobState.RESTARTING and bool(current)
+        self._steps_context((gpus, gpn, fair, share))
+        return self._options(job, agent, self._steps(job, agent, gpn, fair, share, frozen),
+                             current, fair, share, now, self.cost(0.0),
+                             placement_counts(current) if current else None)
+
+    def _options(self, job: JobStatus, agent: Agent | None, steps: list[tuple[int, float]],
+                 current: Placement | None, fair: int, share: float, now: float, zero_cost: float,
+                 counts: tuple[int, ...] | None = None
+                 ) -> list[tuple[int, float, Placement | None]]:
+        """`options` from the job's `_steps`: their costs at its restart factor now, and its
+        current placement kept (`current`, when placed; `counts`: its `placement_counts`)."""
+        factor = self.restart_factor(job, now)
+        out = [(0, zero_cost, None)]
+        p = self.p
+        if p < 0:  # `cost` inlined: the same arithmetic, (s · share · factor + 1e-3) ** p
+            for r, ss in steps:
+                out.append((r, (ss * factor + SPEEDUP_FLOOR) ** p, None))
+        else:
+            for r, ss in steps:
+                out.append((r, self.cost(ss * factor), None))
         if current:
-            counts = placement_counts(current)
             s = self.speedup(agent, len(counts), sum(counts), fair)
             kept = (sum(counts), self.cost(s * share), current)
             # `out` ascends in GPUs (distinct sizes): the kept placement goes where a stable
             # sort by (GPUs, cost) would put it
-            bisect.insort_right(out, kept, key=lambda o: (o[0], o[1]))
+            bisect.insort_right(out, kept, key=_gpus_cost)
         return out
+
+    def _steps_context(self, context: tuple) -> bool:
+        """Forget every job's `_steps` when the cluster's size or the fair share changes
+        (True when they were forgotten)."""
+        if context != self._steps_on:
+            self._steps_memo, self._steps_on = {}, context
+            self._agent_of = {}  # (its records keep steps too)
+            return True
+        return False
+
+    def _steps(self, job: JobStatus, agent: Agent | None, gpn: int, fair: int, share: float,
+               frozen: bool) -> list[tuple[int, float]]:
+        """(GPUs, speedup × share) of each size the job may take: 1 to a node's GPUs, whole
+        nodes beyond, at least its `min_workers`, at most its `cap` (none while `frozen`).
+        Remembered per job until its spec, its agent's fit or profile, or (`_steps_context`)
+        the cluster's size or the fair share changes: most jobs wait round after round."""
+        model = None if agent is None else agent.model
+        most = 0 if agent is None else agent.max_profiled_replicas
+        hit = self._steps_memo.get(job.name)
+        if (hit is not None and hit[0] is job.spec and hit[1] is model and hit[2] == most
+                and hit[3] is frozen):
+            return hit[4]
+        if frozen:
+            steps = []
+        else:
+            gpus = self._steps_on[0]
+            cap = self.cap(job, agent, gpus)
+            sizes = [r for r in range(1, min(cap, gpn) + 1)] + \
+                [k * gpn for k in range(2, cap // gpn + 1)]
+            steps = [(r, self.speedup(agent, 1 if r <= gpn else math.ceil(r / gpn), r, fair)
+                      * share) for r in sizes if r >= job.spec.min_workers]
+        self._steps_memo[job.name] = (job.spec, model, most, frozen, steps)
+        return steps
+
+    def _round_options(self, jobs: list[JobStatus], gpus: int, gpn: int, fair: int,
+                       share: float, now: float
+                       ) -> tuple[list[Agent | None], list[list[tuple[int, float, Placement | None]]],
+                                  dict[str, tuple[Placement, tuple[int, ...]]]]:
+        """Each job's agent (a running one observed) and `options`, in one pass: a round asks
+        them of every active job, most of them waiting as they were the round before. Also
+        each placed job's current placement (its kept option's) and its `placement_counts`."""
+        self._steps_context((gpus, gpn, fair, share))
+        zero = (0, self.cost(0.0), None)  # every job's first option (a tuple: shared)
+        zero_cost = zero[1]
+        known, memo = self._agent_of, self._steps_memo
+        running, restarting = JobState.RUNNING, JobState.RESTARTING
+        p = self.p
+        plain = p < 0 and type(self).restart_factor is PolluxPolicy.restart_factor
+        agents: list[Agent | None] = []
+        options = []
+        kept: dict[str, tuple[Placement, tuple[int, ...]]] = {}
+        for job in jobs:
+            spec, name, state = job.spec, job.name, job.state
+            # per job: [spec, agent(job), (model, profiled replicas) and steps when waiting,
+            # (app, work per epoch, last epoch) for `observe`] (`_known`)
+            rec = known.get(name)
+            if rec is None or rec[0] is not spec:
+                rec = known[name] = self._known(job)
+            agent = rec[1]
+            agents.append(agent)
+            if state.placed:
+                current = {n: c for n, c in job.workers.items() if c}
+                counts = placement_counts(current)
+                kept[name] = (current, counts)
+                if agent is not None and state is running and job.workers:
+                    epochs = rec[4]
+                    if epochs is None or agent.seen != (
+                            counts, min(int(job.progress / epochs[0]), epochs[1])):
+                        self.observe(job, agent, counts)  # (else: as `observe`, seen already)
+                frozen = state is restarting and bool(current)
+                options.append(self._options(job, agent,
+                                             self._steps(job, agent, gpn, fair, share, frozen),
+                                             current, fair, share, now, zero_cost, counts))
+                continue
+            # waiting (most of a long queue): `_steps` and `_options` inlined
+            steps = rec[3]
+            if steps is None or (agent is not None and (
+                    rec[2] is not agent.model or steps[0] != agent.max_profiled_replicas)):
+                steps = (0 if agent is None else agent.max_profiled_replicas,
+                         self._steps(job, agent, gpn, fair, share, False))
+                rec[2], rec[3] = None if agent is None else agent.model, steps
+            steps = steps[1]
+            if not plain:
+                options.append(self._options(job, agent, steps, None, fair, share, now,
+                                             zero_cost))
+                continue
+            age = max(now - spec.arrival, 0.0)  # `restart_factor`
+            factor = max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
+            if len(steps) == 1:
+                r, ss = steps[0]
+                options.append([zero, (r, (ss * factor + SPEEDUP_FLOOR) ** p, None)])
+            else:
+                options.append([zero, *[(r, (ss * factor + SPEEDUP_FLOOR) ** p, None)
+                                        for r, ss in steps]])
+        if len(known) > 2 * len(jobs) + 1000:
+            active = {j.name for j in jobs}
+            self._agent_of = {k: v for k, v in known.items() if k in active}
+            self._steps_memo = {k: v for k, v in memo.items() if k in active}
+        return agents, options, kept
+
+    def _known(self, job: JobStatus) -> list:
+        """What `_round_options` keeps of a job: [its spec, `agent(job)`, the agent's model and
+        (its most profiled replicas, its `_steps` unfrozen) once asked, and for an agent of a
+        job with a fixed batch (work per epoch, last epoch) as `epoch_of` computes its epoch]."""
+        agent = self.agent(job)
+        epochs = None
+        if agent is not None and not job.spec.adaptive_batch:
+            app = app_goodput(self.perf, job.spec.application)
+            epochs = (job.spec.total_work / app.epochs, app.epochs - 1)
+        return [job.spec, agent, None, None, epochs]
 
     def choose(self, options: list[list], budget: int) -> list[int]:
         """Greedy: the chosen option per job, starting from 0 GPUs, each step the move to a
@@ -272,10 +407,11 @@ class PolluxPolicy(Policy):
 
         def push(j: int) -> None:
             opts, at = options[j], chosen[j]
-            g0, c0 = opts[at][0], opts[at][1]
+            g0, c0, _ = opts[at]
             best, target = 0.0, -1
-            for t in range(at + 1, len(opts)):
-                g, c = opts[t][0], opts[t][1]
+            t = at
+            for g, c, _ in opts[at + 1:]:
+                t += 1
                 if g - g0 > budget or g == g0:
                     continue
                 ratio = (c0 - c) / (g - g0)
@@ -284,9 +420,22 @@ class PolluxPolicy(Policy):
             if target >= 0:
                 heapq.heappush(heap, (-best, j, target))
 
-        for j in range(len(options)):
-            push(j)
+        c_zero = 0.0
+        for j, opts in enumerate(options):
+            if len(opts) == 2 and opts[0][0] == 0:  # `push` of a job with one size (most)
+                g, c = opts[1][0], opts[1][1]
+                if g > budget or g == 0:
+                    continue
+                c_zero = opts[0][1]
+                ratio = (c_zero - c) / g
+                if ratio > 0.0 + 1e-15:
+                    heap.append((-ratio, j, 1))
+            else:
+                push(j)
+        heapq.heapify(heap)  # entries differ in `j`: popped in the same order as pushed one by one
         while heap:
+            if budget <= 0:  # every move left needs a GPU more: none is taken (nor pushed)
+                break
             _, j, t = heapq.heappop(heap)
             need = options[j][t][0] - options[j][chosen[j]][0]
             if need > budget:
@@ -294,11 +443,12 @@ class PolluxPolicy(Policy):
                 continue
             budget -= need
             chosen[j] = t
-            push(j)
+            if t + 1 < len(options[j]):  # else no larger option to push
+                push(j)
         return chosen
 
     def schedule(self, state: ClusterState) -> list[Action]:
-        actions, jobs = reject_impossible(state, list(state.active))
+        actions, jobs = self._reject_impossible(state, list(state.active))
         jobs = [j for j in jobs if j.state is not JobState.HOLDING]
         if not jobs:
             return actions
@@ -306,24 +456,27 @@ class PolluxPolicy(Policy):
         gpn = int(max(state.capacity[:, 2].max(), 1))
         fair = math.ceil(gpus / len(jobs))  # pollux.py: ceil(1 / dominant share / jobs)
         share = nodes / gpus  # dominant share (1 GPU of all) × number of nodes
-        jobs.sort(key=lambda j: (j.attained_service, j.spec.arrival, j.name))
-        agents = []
-        for job in jobs:
-            agent = self.agent(job)
-            if agent is not None:
-                self.observe(job, agent)
-            agents.append(agent)
-        options = [self.options(j, a, gpus, gpn, fair, share, state.now)
-                   for j, a in zip(jobs, agents)]
+        jobs.sort(key=_by_service)  # (attained service, arrival, name)
+        agents, options, kept = self._round_options(jobs, gpus, gpn, fair, share, state.now)
         chosen = self.choose(options, gpus)
         plan = self.place(state, jobs, options, chosen, gpn)
         self.last_placements = plan
-        self.last_plan = {j.name: sum(plan.get(j.name, {}).values()) for j in jobs}
-        self.last_speedup = {
-            j.name: self.speedup(a, len(placement_counts(plan.get(j.name, {}))),
-                                 sum(plan.get(j.name, {}).values()), fair)
-            for j, a in zip(jobs, agents)}
+        # a job left out of the plan (most of a long queue): 0 GPUs, speedup 0
+        self.last_plan = {j.name: sum(plan[j.name].values()) if j.name in plan else 0
+                          for j in jobs}
+        self.last_speedup = {j.name: self._plan_speedup(a, plan[j.name], kept.get(j.name), fair)
+                             if j.name in plan else 0.0 for j, a in zip(jobs, agents)}
         return actions + in_applicable_order(state, self.actions(jobs, plan))
+
+    def _plan_speedup(self, agent: Agent | None, planned: Placement | None,
+                      kept: tuple[Placement, tuple[int, ...]] | None, fair: int) -> float:
+        """A job's speedup on its planned placement (0 without one); `kept`: its current
+        placement and its counts, which the plan often is."""
+        if not planned:
+            return 0.0
+        counts = kept[1] if kept is not None and kept[0] is planned else \
+            placement_counts(planned)
+        return self.speedup(agent, len(counts), sum(counts), fair)
 
     def place(self, state: ClusterState, jobs: list[JobStatus], options: list[list],
               chosen: list[int], gpn: int) -> dict[str, Placement]:
@@ -331,9 +484,18 @@ class PolluxPolicy(Policy):
         free nodes, then one-node shapes on the tightest node that fits; a shape that does not
         fit gives way to the job's cheapest smaller option that fits."""
         ledger = self.ledger(state)
-        for job in jobs:
-            if job.state.placed:
+        placed = [j for j, job in enumerate(jobs) if job.state.placed]
+        # Every placed job's resources go back, then the kept placements are taken again.
+        # When that round trip cannot change what the ledger answers it is skipped for the
+        # kept ones (`_round_trip_exact`); an empty placement's is always (a no-op).
+        skip_kept = self._round_trip_exact(ledger, [jobs[j] for j in placed])
+        for j in placed:
+            job = jobs[j]
+            if skip_kept and options[j][chosen[j]][2] is not None:
+                continue
+            if job.workers:
                 ledger.give_back(job.workers, job.spec.worker_demand)
+            if job.ps:
                 ledger.give_back(job.ps, job.spec.ps_demand)
         plan: dict[str, Placement] = {}
         self.ps_plan: dict[str, Placement] = {}
@@ -341,8 +503,10 @@ class PolluxPolicy(Policy):
         for j, job in enumerate(jobs):
             keep = options[j][chosen[j]][2]
             if keep is not None:
-                ledger.take(keep, job.spec.worker_demand)
-                ledger.take(job.ps, job.spec.ps_demand)
+                if not skip_kept:
+                    ledger.take(keep, job.spec.worker_demand)
+                    if job.ps:
+                        ledger.take(job.ps, job.spec.ps_demand)
                 plan[job.name] = keep
             elif options[j][chosen[j]][0] > 0:
                 order.append(j)
@@ -367,11 +531,35 @@ class PolluxPolicy(Policy):
                     break
         return plan
 
+    @staticmethod
+    def _round_trip_exact(ledger, placed: list[JobStatus]) -> bool:
+        """Giving a placed job's resources back to `ledger` and taking the same placement
+        again leaves every answer of the ledger as it was: no placement plugin mirrors it, its
+        free CPU, memory and GPUs are whole numbers (so adding and subtracting whole demands is
+        exact), every GPU is wholly free, wholly used or down, and every placed job asks for
+        whole numbers of each (whole GPUs: a round trip at most moves which of a node's GPUs
+        are free, not how many, and fits count them per node)."""
+        if ledger.view is not None:
+            return False
+        for job in placed:
+            for d in (job.spec.worker_demand, job.spec.ps_demand):
+                if not (float(d.cpu).is_integer() and float(d.mem).is_integer()
+                        and float(d.gpu).is_integer()):
+                    return False
+        free, gpus = ledger.free, ledger.gpu_free
+        return bool(np.array_equal(free, np.floor(free))
+                    and ((gpus == 0.0) | (gpus == 1.0) | (gpus == -1.0)).all())
+
     def actions(self, jobs: list[JobStatus], plan: dict[str, Placement]) -> list[Action]:
         out: list[Action] = []
         waits = 0
         for job in jobs:
             new = plan.get(job.name, {})
+            if not new and not job.state.placed:  # most of a long queue: waits on
+                if waits < MAX_WAIT_REASONS and job.reason != _NO_GPU:
+                    out.append(Wait(job.name, _NO_GPU))
+                    waits += 1
+                continue
             current = {n: c for n, c in job.workers.items() if c}
             r = sum(new.values())
             if job.state.placed:
@@ -403,6 +591,13 @@ class PolluxPolicy(Policy):
         speedups = {k: round(v, 3) for k, v in self.last_speedup.items()}
         return {**view, "speedup": top(speedups) or {"no active job": 0.0},
                 "gpus": top(self.last_plan) or {"no job": 0}}
+
+
+_by_service = operator.attrgetter("attained_service", "spec.arrival", "name")
+
+
+def _gpus_cost(option: tuple) -> tuple:
+    return option[0], option[1]
 
 
 def _cluster_size(state: ClusterState) -> tuple[int, int]:

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..forecast import Forecast, Forecaster, workers_to_meet
+from ..forecast import Forecast, Forecaster, PendingForecast, workers_to_meet
 from ..model import (
     Action,
     ClusterState,
@@ -49,9 +49,9 @@ from ..model import (
     Suspend,
     Wait,
 )
-from ..placement.ledger import Ledger
+from ..placement.ledger import Ledger, describe_shortfall
 from .base import Policy, register
-from .common import reject_impossible, wait_reason
+from .common import MAX_WAIT_REASONS, CheckedOnce
 
 ON_TRACK, AT_RISK, LATE, NO_DEADLINE = "on-track", "at-risk", "late", "no-deadline"
 HEAVY = "heavy"  # reachable deadline, but would hold more than `max_share` of the cluster
@@ -86,7 +86,7 @@ class Plan:
     """What the engine makes of one job this round."""
 
     job: JobStatus
-    forecast: Forecast
+    forecast: Forecast | PendingForecast  # (its remaining, rel_error and rate_scale are read)
     rates: np.ndarray  # expected iterations/s at 0..max workers
     cls: str
     size: int | None  # workers it should run with (None: no size meets the deadline)
@@ -142,10 +142,17 @@ class QosPolicy(Policy):
         self._events: deque[dict[str, Any]] = deque(maxlen=history)
         self._view_args: tuple[float, dict[str, Plan]] = (0.0, {})
         self._max_cache: dict[tuple, int] = {}
+        self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
+        self._up_seen: tuple | None = None  # (node_up as bytes, its count of nodes up)
+        self._shortfalls: dict[tuple, str] = {}  # 'why waiting' per (ledger content, shape, size)
 
     def reset(self) -> None:
         self._events.clear()
         self._view_args = (0.0, {})
+
+    def __getstate__(self) -> dict:
+        # a copy runs on another backend's jobs: what was kept per job is remade as asked
+        return {**self.__dict__, "_reject_impossible": CheckedOnce(), "_shortfalls": {}}
 
     def next_wakeup(self, state: ClusterState | None) -> float | None:
         now, plans = self._view_args
@@ -171,11 +178,15 @@ class QosPolicy(Policy):
 
     # ---- planning -----------------------------------------------------------------------
 
-    def _plan(self, state: ClusterState, job: JobStatus, f: Forecast) -> Plan:
+    def _plan(self, state: ClusterState, job: JobStatus, f: Forecast | PendingForecast) -> Plan:
         spec = job.spec
         # Sizes beyond what the whole cluster holds are never planned.
-        rates = (self.forecaster.rate_table(state, spec) * f.rate_scale)[
-            : self._cluster_max(state, spec) + 1]
+        table = self.forecaster.last_tables.get(job.name)  # this round's (`outlook`)
+        if table is None:
+            table = self.forecaster.rate_table(state, spec)
+        top = self._cluster_max(state, spec) + 1
+        # x · 1.0 is x: a job never measured reads the (read-only) table itself
+        rates = table[:top] if f.rate_scale == 1.0 else (table * f.rate_scale)[:top]
         running = job.state in (JobState.RUNNING, JobState.RESTARTING)
         current = job.num_workers if running else None
         submitted = current if current is not None else spec.initial_workers
@@ -224,11 +235,13 @@ class QosPolicy(Policy):
         (scale-ups of running jobs, starts of waiting ones, making room where needed); give
         idle resources away if `use_idle`; start best-effort jobs last."""
         self._now = state.now
-        actions, jobs = reject_impossible(state, list(state.active))
+        actions, jobs = self._reject_impossible(state, list(state.active))
         if not jobs:
             self._view_args = (state.now, {})
             return actions
-        fc = self.forecaster.run(state, jobs=jobs)
+        # each job's work left, rate error and measured/model ratio: all a plan needs; the rest
+        # of its forecast (the queue walk, the band) is made only if the view asks for it
+        fc = self.forecaster.outlook(state, jobs=jobs).pending()
         plans = {j.name: self._plan(state, j, fc[j.name]) for j in jobs}
         ledger = Ledger(state)
         changed: set[str] = set()  # jobs given an action this round
@@ -309,7 +322,7 @@ class QosPolicy(Policy):
             if placement is None:
                 freeing, placement = self._make_room(state, ledger, p, size, plans, changed)
             if placement is None:
-                w = wait_reason(ledger, job, size, pos, self._wait_note(p, size))
+                w = self._wait_reason(ledger, job, size, pos, self._wait_note(p, size))
                 pos += 1
                 if w:
                     actions.append(w)
@@ -354,7 +367,7 @@ class QosPolicy(Policy):
                 why = (self._late_text(p, "waiting") if p.cls == LATE else
                        self._heavy_text(p, size, "waiting") if p.cls == HEAVY else None)
                 if why is None:
-                    w = wait_reason(ledger, job, size, pos, "best effort: no deadline")
+                    w = self._wait_reason(ledger, job, size, pos, "best effort: no deadline")
                     pos += 1
                     if w:
                         actions.append(w)
@@ -368,6 +381,22 @@ class QosPolicy(Policy):
                     self._heavy_text(p, size, "started") if p.cls == HEAVY else
                     f"started with {size} workers: no deadline, best effort on idle resources")
             actions.append(Place(job.name, text, workers, ps))
+
+    def _wait_reason(self, ledger: Ledger, job: JobStatus, workers: int, position: int,
+                     prefix: str) -> Wait | None:
+        """`common.wait_reason`, its 'why waiting' (`describe_shortfall`) asked once per
+        ledger content, worker demand and size: the first 200 waiting jobs look alike."""
+        if position >= MAX_WAIT_REASONS:
+            return None
+        key = (ledger.version, job.spec.worker_demand, workers)
+        text = self._shortfalls.get(key)
+        if text is None:
+            if len(self._shortfalls) > 1000:
+                self._shortfalls.clear()
+            text = self._shortfalls[key] = describe_shortfall(ledger, job, workers)
+        if prefix:
+            text = f"{text} ({prefix})"
+        return None if text == job.reason else Wait(job.name, text)
 
     # ---- growing, shrinking, preempting ---------------------------------------------------
 
@@ -576,7 +605,10 @@ class QosPolicy(Policy):
     def _cluster_max(self, state: ClusterState, spec) -> int:
         """Most workers of this job the whole (empty) cluster holds."""
         d = spec.worker_demand
-        key = (state.capacity.shape, d.cpu, d.mem, d.gpu, int(state.node_up.sum()))
+        up, seen = self._up_seen, state.node_up.tobytes()
+        if up is None or up[0] != seen:  # nodes up, counted once per change
+            up = self._up_seen = (seen, int(state.node_up.sum()))
+        key = (state.capacity.shape, d.cpu, d.mem, d.gpu, up[1])
         hit = self._max_cache.get(key)
         if hit is None:
             arr = d.as_array()
