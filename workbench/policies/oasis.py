@@ -370,29 +370,13 @@ class OasisPolicy(Policy):
         best = np.where(fits, opts.units[None, :], 0).max(axis=1)
         return int(best.sum()) >= self.work_levels
 
-    def plan(self, spec: JobSpec, now_slot: int, floor: bool = True
-             ) -> tuple[Schedule | None, str]:
-        """The best-payoff schedule for `spec` starting at `now_slot`, or None and why not.
-        `floor`: only completions while its utility is above `utility_floor`, the best payoff
-        among them; else, for a job that must finish whatever its utility, the earliest
-        completion within `horizon_slots` (its cheapest way to finish by then)."""
-        opts = self._options(spec)
-        if opts is None:
-            return None, "no worker count allowed"
-        weight = utility_weight(spec)
-        target = utility_target(spec, self.perf, self.target_factor)
-        slot = self.round_interval
-        # Candidate completion slots: until the utility falls below the floor (or the cap).
-        ends = self.slot_start(now_slot + np.arange(1, self.horizon_slots + 1)) - spec.arrival
-        f = sigmoid_utility(weight, target, self.decay, ends, slot)
-        useful = np.flatnonzero(f >= self.utility_floor * weight)
-        horizon = int(useful[-1]) + 1 if len(useful) else 1
-        if not floor:
-            horizon = self.horizon_slots
-        self._widen_bounds(spec, opts, horizon)
-        if not self._can_finish(spec, opts, now_slot, horizon):
-            return None, (f"no feasible schedule within {horizon} slots before its utility"
-                          f" falls below {self.utility_floor:.0%} (cluster reserved)")
+    def _cheapest(self, spec: JobSpec, opts: _Options, now_slot: int, horizon: int,
+                  floor: bool) -> tuple:
+        """The dynamic programme over the horizon's slots: (cost, c_opt, best, choice, picks),
+        with best[t, d] the cheapest way to do d work units by the end of slot t, choice[t, d]
+        the units done in slot t, c_opt[t, k] the option doing k units in t, and the slot
+        costs and greedy picks. A must-finish job (`floor` False) stops at the first slot by
+        which it can finish (fewer rows)."""
         D = self.work_levels
         ks = np.arange(D + 1)
         enough = opts.units[None, :] >= ks[:, None]  # (D+1, n_opt)
@@ -429,8 +413,34 @@ class OasisPolicy(Policy):
             choices.append(choice)
             if not floor and np.isfinite(prev[D]):
                 break
-        cost, c_opt = np.concatenate(costs), np.concatenate(c_opts)
-        best, choice = np.concatenate(bests), np.concatenate(choices)
+        return (np.concatenate(costs), np.concatenate(c_opts), np.concatenate(bests),
+                np.concatenate(choices), picks)
+
+    def plan(self, spec: JobSpec, now_slot: int, floor: bool = True
+             ) -> tuple[Schedule | None, str]:
+        """The best-payoff schedule for `spec` starting at `now_slot`, or None and why not.
+        `floor`: only completions while its utility is above `utility_floor`, the best payoff
+        among them; else, for a job that must finish whatever its utility, the earliest
+        completion within `horizon_slots` (its cheapest way to finish by then)."""
+        opts = self._options(spec)
+        if opts is None:
+            return None, "no worker count allowed"
+        weight = utility_weight(spec)
+        target = utility_target(spec, self.perf, self.target_factor)
+        slot = self.round_interval
+        # Candidate completion slots: until the utility falls below the floor (or the cap).
+        ends = self.slot_start(now_slot + np.arange(1, self.horizon_slots + 1)) - spec.arrival
+        f = sigmoid_utility(weight, target, self.decay, ends, slot)
+        useful = np.flatnonzero(f >= self.utility_floor * weight)
+        horizon = int(useful[-1]) + 1 if len(useful) else 1
+        if not floor:
+            horizon = self.horizon_slots
+        self._widen_bounds(spec, opts, horizon)
+        if not self._can_finish(spec, opts, now_slot, horizon):
+            return None, (f"no feasible schedule within {horizon} slots before its utility"
+                          f" falls below {self.utility_floor:.0%} (cluster reserved)")
+        D = self.work_levels
+        cost, c_opt, best, choice, picks = self._cheapest(spec, opts, now_slot, horizon, floor)
         if not np.isfinite(best[:, D]).any():
             return None, (f"no feasible schedule within {horizon} slots before its utility"
                           f" falls below {self.utility_floor:.0%} (cluster reserved)")
