@@ -44,7 +44,7 @@ from ..model import (
     total,
 )
 from . import kinds, labels
-from .binder import Binder, BindResult
+from .binder import Binder, BindResult, pod_path
 from .cache import Clock, ClusterCache, PodGroup, bound_placement, owner_of, role_of
 from .reconcile import JobBook, TrackedJob
 
@@ -307,15 +307,21 @@ class Actuator:
             self._release(job, used)
             self.delete_pods(job, job.bound_pods, recreate=True)
         self.explain(job, "Rejected", reason, warning=True)
-        mark = {"metadata": {"annotations": {labels.REJECTED: reason[:256]}}}
-        for pods in job.pending_pods.values():
-            for pod in pods:
-                self.binder.run(self.binder.patch, f"/api/v1/namespaces/{job.key[0]}/pods/"
-                                f"{pod['metadata']['name']}", mark)
-        for kind, name in {ref for refs in job.owners.values() for ref in refs}:
-            self.binder.run(self.binder.patch, kinds.BY_KIND[kind].path(job.key[0], name), mark)
+        self.mark_rejected(job.key[0], [p for ps in job.pending_pods.values() for p in ps],
+                           {ref for refs in job.owners.values() for ref in refs}, reason)
         self.book.finish(job, self.clock.now(), JobState.REJECTED, reason)
         self.book.queue = [j for j in self.book.queue if j is not job.status]
+
+    def mark_rejected(self, namespace: str, pods: list[dict], owners: set[tuple[str, str]],
+                      reason: str) -> None:
+        """Annotate `pods` and the `owners` ((kind, name)) with why the job was refused
+        (`workbench.io/rejected`: `kubectl describe` shows it, and a restarted scheduler
+        leaves the job alone), on the pool."""
+        mark = {"metadata": {"annotations": {labels.REJECTED: reason[:256]}}}
+        for pod in pods:
+            self.binder.run(self.binder.patch, pod_path(pod), mark)
+        for kind, name in owners:
+            self.binder.run(self.binder.patch, kinds.BY_KIND[kind].path(namespace, name), mark)
 
     # ---- restarts and pods --------------------------------------------------------------------
 

@@ -331,13 +331,8 @@ class Reconciler:
         marked with the reason (`kubectl describe` shows it; it is said once)."""
         log.warning("job %s refused: %s", job_name(key, self.namespace), reason)
         self.book.ignored.add(key)
-        binder = self.actuator.binder
-        mark = {"metadata": {"annotations": {labels.REJECTED: reason[:256]}}}
-        for p in group.pods:
-            binder.run(binder.patch, f"/api/v1/namespaces/{key[0]}/pods/{p['metadata']['name']}",
-                       mark)
-        for kind, name in {o for p in group.pods if (o := owner_of(p))}:
-            binder.run(binder.patch, kinds.BY_KIND[kind].path(key[0], name), mark)
+        self.actuator.mark_rejected(key[0], group.pods,
+                                    {o for p in group.pods if (o := owner_of(p))}, reason)
 
     def _discover(self, key, group: PodGroup, owner_objs: dict, now: float) -> TrackedJob | None:
         """A job seen for the first time: tracked once all its pods exist."""
