@@ -44,6 +44,7 @@ class Ledger:
         # on: engines try long queues of look-alike jobs against an unchanged ledger.
         self.version = next(_VERSIONS)
         self._no_room: dict[tuple, int] = {}
+        self._shortfalls: dict[tuple, str] = {}  # describe_shortfall's, by (version, demand, n)
         # The last fit_counts: (version, demand, counts, nodes changed since by take/give_back).
         self._fits: tuple | None = None
 
@@ -316,15 +317,26 @@ def never_fits(job: JobStatus, state: ClusterState) -> str | None:
 
 
 def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
-    """A short 'why waiting' for a gang that does not fit."""
+    """A short 'why waiting' for a gang that does not fit. Kept per ledger content, demand
+    and size: engines ask it of the first 200 waiting jobs, which mostly look alike."""
     d = job.spec.worker_demand
+    key = (ledger.version, d, workers)
+    text = ledger._shortfalls.get(key)
+    if text is not None:
+        return text
     fits = ledger.fit_counts(d)
     free_tasks, block = int(fits.sum()), int(fits.max(initial=0))
     unit = "GPUs" if d.gpu >= 1 else "worker slots"
     per = _whole(d.gpu) if d.gpu >= 1 else 1
     if free_tasks < workers:
-        return f"waiting: needs {workers * per} {unit}, {free_tasks * per} free in the cluster"
-    return f"waiting: needs {workers * per} {unit}; {free_tasks * per} free but spread, largest block {block * per}"
+        text = f"waiting: needs {workers * per} {unit}, {free_tasks * per} free in the cluster"
+    else:
+        text = (f"waiting: needs {workers * per} {unit}; {free_tasks * per} free but spread,"
+                f" largest block {block * per}")
+    if len(ledger._shortfalls) > 1000:
+        ledger._shortfalls.clear()
+    ledger._shortfalls[key] = text
+    return text
 
 
 __all__ = ["MEM", "Ledger", "describe_shortfall", "never_fits"]

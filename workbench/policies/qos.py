@@ -49,9 +49,9 @@ from ..model import (
     Suspend,
     Wait,
 )
-from ..placement.ledger import Ledger, describe_shortfall
+from ..placement.ledger import Ledger
 from .base import Policy, register
-from .common import MAX_WAIT_REASONS, CheckedOnce
+from .common import CheckedOnce, wait_reason
 
 ON_TRACK, AT_RISK, LATE, NO_DEADLINE = "on-track", "at-risk", "late", "no-deadline"
 HEAVY = "heavy"  # reachable deadline, but would hold more than `max_share` of the cluster
@@ -144,7 +144,6 @@ class QosPolicy(Policy):
         self._max_cache: dict[tuple, int] = {}
         self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
         self._up_seen: tuple | None = None  # (node_up as bytes, its count of nodes up)
-        self._shortfalls: dict[tuple, str] = {}  # 'why waiting' per (ledger content, shape, size)
 
     def reset(self) -> None:
         self._events.clear()
@@ -152,7 +151,7 @@ class QosPolicy(Policy):
 
     def __getstate__(self) -> dict:
         # a copy runs on another backend's jobs: what was kept per job is remade as asked
-        return {**self.__dict__, "_reject_impossible": CheckedOnce(), "_shortfalls": {}}
+        return {**self.__dict__, "_reject_impossible": CheckedOnce()}
 
     def next_wakeup(self, state: ClusterState | None) -> float | None:
         now, plans = self._view_args
@@ -322,7 +321,7 @@ class QosPolicy(Policy):
             if placement is None:
                 freeing, placement = self._make_room(state, ledger, p, size, plans, changed)
             if placement is None:
-                w = self._wait_reason(ledger, job, size, pos, self._wait_note(p, size))
+                w = wait_reason(ledger, job, size, pos, self._wait_note(p, size))
                 pos += 1
                 if w:
                     actions.append(w)
@@ -367,7 +366,7 @@ class QosPolicy(Policy):
                 why = (self._late_text(p, "waiting") if p.cls == LATE else
                        self._heavy_text(p, size, "waiting") if p.cls == HEAVY else None)
                 if why is None:
-                    w = self._wait_reason(ledger, job, size, pos, "best effort: no deadline")
+                    w = wait_reason(ledger, job, size, pos, "best effort: no deadline")
                     pos += 1
                     if w:
                         actions.append(w)
@@ -381,22 +380,6 @@ class QosPolicy(Policy):
                     self._heavy_text(p, size, "started") if p.cls == HEAVY else
                     f"started with {size} workers: no deadline, best effort on idle resources")
             actions.append(Place(job.name, text, workers, ps))
-
-    def _wait_reason(self, ledger: Ledger, job: JobStatus, workers: int, position: int,
-                     prefix: str) -> Wait | None:
-        """`common.wait_reason`, its 'why waiting' (`describe_shortfall`) asked once per
-        ledger content, worker demand and size: the first 200 waiting jobs look alike."""
-        if position >= MAX_WAIT_REASONS:
-            return None
-        key = (ledger.version, job.spec.worker_demand, workers)
-        text = self._shortfalls.get(key)
-        if text is None:
-            if len(self._shortfalls) > 1000:
-                self._shortfalls.clear()
-            text = self._shortfalls[key] = describe_shortfall(ledger, job, workers)
-        if prefix:
-            text = f"{text} ({prefix})"
-        return None if text == job.reason else Wait(job.name, text)
 
     # ---- growing, shrinking, preempting ---------------------------------------------------
 

@@ -413,9 +413,6 @@ class SpeConPolicy(Policy):
         # a long queue of look-alike jobs costs one try per shape until something is placed
         # (not with a placement plugin, whose choices may draw random numbers).
         no_room: dict[int, int] = {}
-        # Why a shape waits, by ledger content (`version`) and shape: the same words for each
-        # of the first `MAX_WAIT_REASONS` look-alikes (`common.wait_reason`).
-        shortfall: dict[tuple[int, int], str] = {}
         memo = ledger.view is None
         known, shape_of = self._shapes.known, self._shapes.number
         for pos, job in enumerate(queue):
@@ -441,11 +438,7 @@ class SpeConPolicy(Policy):
                         no_room[shape] = ledger.version
             if plan is None:
                 if pos < MAX_WAIT_REASONS:
-                    key = (ledger.version, shape)
-                    text = shortfall.get(key)
-                    if text is None:
-                        text = shortfall[key] = (f"{describe_shortfall(ledger, job, n)}"
-                                                 " (SpeCon places whole jobs)")
+                    text = f"{describe_shortfall(ledger, job, n)} (SpeCon places whole jobs)"
                     if text != job.reason:
                         actions.append(Wait(job.name, text))
                 continue
