@@ -436,14 +436,14 @@ class OasisPolicy(Policy):
         if not floor:
             horizon = self.horizon_slots
         self._widen_bounds(spec, opts, horizon)
+        infeasible = (None, f"no feasible schedule within {horizon} slots before its utility"
+                            f" falls below {self.utility_floor:.0%} (cluster reserved)")
         if not self._can_finish(spec, opts, now_slot, horizon):
-            return None, (f"no feasible schedule within {horizon} slots before its utility"
-                          f" falls below {self.utility_floor:.0%} (cluster reserved)")
+            return infeasible
         D = self.work_levels
         cost, c_opt, best, choice, picks = self._cheapest(spec, opts, now_slot, horizon, floor)
         if not np.isfinite(best[:, D]).any():
-            return None, (f"no feasible schedule within {horizon} slots before its utility"
-                          f" falls below {self.utility_floor:.0%} (cluster reserved)")
+            return infeasible
         if floor:
             payoff = f[:horizon] - best[:, D]
             t_best = int(np.nanargmax(np.where(np.isfinite(payoff), payoff, -_INF)))

@@ -148,7 +148,7 @@ class OptimusPolicy(Policy):
         artifact's dict in arrival order)."""
         alloc = {j.name: 0 for j in jobs}
         caps = {j.name: self.cap(j) for j in jobs}
-        self._remaining = [self.remaining_iterations(j) for j in jobs]  # fixed for the round
+        remaining = [self.remaining_iterations(j) for j in jobs]  # fixed for the round
         heap: list[tuple[float, int, int]] = []
         for i, job in enumerate(jobs):  # artifact optimus.py: minimums before any gain
             need = job.spec.worker_demand.gpu * job.spec.min_workers
@@ -156,7 +156,8 @@ class OptimusPolicy(Policy):
                 continue
             alloc[job.name] = job.spec.min_workers
             gpus -= need
-            self._push(heap, i, job, alloc[job.name], caps[job.name], gpus, gpus_per_node)
+            self._push(heap, i, job, alloc[job.name], caps[job.name], gpus, gpus_per_node,
+                       remaining[i])
         while heap and gpus > 1e-9:
             _, i, w = heapq.heappop(heap)
             job = jobs[i]
@@ -164,17 +165,17 @@ class OptimusPolicy(Policy):
             if g > gpus + 1e-9:
                 continue
             alloc[job.name] = w + 1
-            self._push(heap, i, job, w + 1, caps[job.name], gpus, gpus_per_node)
+            self._push(heap, i, job, w + 1, caps[job.name], gpus, gpus_per_node, remaining[i])
             gpus -= g
         return alloc
 
     def _push(self, heap: list, i: int, job: JobStatus, w: int, cap: int, gpus: float,
-              gpus_per_node: int) -> None:
+              gpus_per_node: int, remaining: float) -> None:
         """Queue the job's next worker, unless it is at its cap or no GPU is left (the
         artifact's `gain = 0`)."""
         if w + 1 > cap or gpus < job.spec.worker_demand.gpu - 1e-9:
             return
-        gain = self.gain(job, w, gpus_per_node, self._remaining[i])
+        gain = self.gain(job, w, gpus_per_node, remaining)
         if gain > 0:
             heapq.heappush(heap, (-gain, i, w))
 
