@@ -391,6 +391,40 @@ def test_an_elastic_jobset_is_scaled_through_its_child_job_and_completes(cluster
 
 
 @pytest.mark.integration
+def test_a_jobset_with_replicas_spreads_its_workers_over_its_child_jobs(cluster, namespace):
+    """A JobSet whose workers' replicated job has 2 replicas (2 child Jobs of 1 pod): it is
+    one job of at least 2 workers (one per child Job, though it says 1..5), optimus grows it
+    by spreading the workers over both children's parallelism, and the JobSet completes."""
+    from k8s_helpers import until
+
+    from workbench.k8s.manifests import manifest_path
+
+    backend = _backend(cluster, namespace)
+    try:
+        spec = _timed(_spec("jr", workers=2, lo=1, hi=5), backend.now)
+        obj, = training_jobs(spec, namespace, arrival=spec.arrival, kind="jobset")
+        rjob, = obj["spec"]["replicatedJobs"]
+        rjob["replicas"], rjob["template"]["spec"]["parallelism"] = 2, 1
+        cluster.rest.post(manifest_path(obj), obj)
+        until("the job's pods", lambda: len(backend.observe().jobs) == 1, timeout=60)
+        st = backend.observe().jobs["jr"]
+        assert (st.spec.min_workers, st.spec.initial_workers, st.spec.max_workers) == (2, 2, 5)
+        _run(backend, "optimus")
+        (job,) = backend.finished
+        assert job.state.value == "completed", job.reason
+        assert job.target_workers > 2, "optimus did not grow the job"
+        children = [cluster.rest.get(f"/apis/batch/v1/namespaces/{namespace}/jobs/jr-workers-{i}")
+                    for i in range(2)]
+        n = job.target_workers
+        assert [c["spec"]["parallelism"] for c in children] == [n - n // 2, n // 2]
+        until("the JobSet completed",
+              lambda: "Completed" in _condition(cluster, kinds.JOBSET, namespace, "jr"),
+              timeout=60)
+    finally:
+        backend.close()
+
+
+@pytest.mark.integration
 def test_a_crd_that_is_not_installed_is_reported_once_and_refused_in_one_line(
         cluster, namespace, caplog):
     """Without the JobSet CRD the backend reads the other kinds, says once that it does not

@@ -200,7 +200,7 @@ class Actuator:
         # another worker count than its pods: resize, then bind the pods as they appear
         self._check_creatable(job, counts)
         for role, n in counts.items():
-            self._owner_patch(job, role, n)  # refused here, before anything has changed
+            self._owner_patches(job, role, n)  # refused here, before anything has changed
         for role, n in counts.items():
             self._resize(job, role, n)
         job.plan = (dict(a.workers), dict(a.ps))
@@ -246,7 +246,7 @@ class Actuator:
         need = self._need(job, a.workers, a.ps, used - held)
         self._check_creatable(job, {W: total(a.workers), PS: total(a.ps)})
         for role, n in ((W, total(a.workers)), (PS, total(a.ps))):
-            self._owner_patch(job, role, n)  # refused here, before anything has changed
+            self._owner_patches(job, role, n)  # refused here, before anything has changed
         used -= held
         used += need
         job.checkpoint = max(job.checkpoint, st.progress)
@@ -277,30 +277,52 @@ class Actuator:
                     role not in job.templates:
                 raise Refused(f"{job.name}: no Job or pod template to create {role} pods from")
 
-    def _owner_patch(self, job: TrackedJob, role: str, n: int) -> tuple[str, dict] | None:
-        """(path, merge patch) that gives the job `n` pods of `role` through the object that
-        owns them (a Job's parallelism, a PyTorchJob's or TFJob's replicas), None when no
-        object owns them; Refused when it cannot be done."""
+    def _owner_patches(self, job: TrackedJob, role: str, n: int) -> list[tuple[str, dict]]:
+        """(path, merge patch) for each object to change so the job has `n` pods of `role`
+        (a Job's parallelism, a PyTorchJob's or TFJob's replicas), none when no object owns
+        them or the count is already `n`; Refused when it cannot be done."""
         refs = job.owners.get(role, ())
         if not refs or job.desired.get(role, 0) == n:
-            return None
+            return []
         if len(refs) > 1:
-            raise Refused(f"{job.name}: its {role}s belong to {len(refs)} Jobs (a JobSet with"
-                          f" replicas); their count is fixed")
+            return self._split_patches(job, role, refs, n)
         kind, name = refs[0]
         k = kinds.BY_KIND[kind]
         obj = self.cache.owner_object(kind, job.key[0], name)
         if obj is None:
             raise Refused(f"{job.name}: {kind} {name} is not in the cache; not resized")
         if k is kinds.BATCH_JOB:
-            completions = obj["spec"].get("completions")
-            if completions is not None and n > int(completions):
-                raise Refused(f"{job.name}: Job {name} has fixed completions; cannot run {n}")
-            return k.path(job.key[0], name), {"spec": {"parallelism": n}}
+            return [self._parallelism_patch(job, name, obj, n)]
         body = k.scale_patch(obj, role, n)
         if isinstance(body, str):
             raise Refused(f"{job.name}: {body}")
-        return k.path(job.key[0], name), body
+        return [(k.path(job.key[0], name), body)]
+
+    def _parallelism_patch(self, job: TrackedJob, name: str, obj: dict,
+                           n: int) -> tuple[str, dict]:
+        completions = obj["spec"].get("completions")
+        if completions is not None and n > int(completions):
+            raise Refused(f"{job.name}: Job {name} has fixed completions; cannot run {n}")
+        return kinds.BATCH_JOB.path(job.key[0], name), {"spec": {"parallelism": n}}
+
+    def _split_patches(self, job: TrackedJob, role: str, refs, n: int) -> list[tuple[str, dict]]:
+        """`n` pods over the several Jobs of a JobSet's replicated job (one per replica), as
+        even as can be, the lower job indexes taking the remainder. Each keeps at least one:
+        a Job left with none never completes, and nor would its JobSet."""
+        objs = []
+        for kind, name in refs:
+            obj = self.cache.owner_object(kind, job.key[0], name)
+            if kind != kinds.BATCH_JOB.kind or obj is None:
+                raise Refused(f"{job.name}: its {role}s belong to {len(refs)} objects, {kind}"
+                              f" {name} not a Job in the cache; not resized")
+            objs.append((kinds.child_index(obj), name, obj))
+        if n < len(objs):
+            raise Refused(f"{job.name}: its {role}s belong to {len(objs)} Jobs (a JobSet's"
+                          f" replicas), each of which needs one; cannot run {n}")
+        base, extra = divmod(n, len(objs))
+        return [self._parallelism_patch(job, name, obj, base + (i < extra))
+                for i, (_, name, obj) in enumerate(sorted(objs, key=lambda o: o[:2]))
+                if obj["spec"].get("parallelism") != base + (i < extra)]
 
     def _reject(self, job: TrackedJob, reason: str, used: np.ndarray) -> None:
         if job.bound_pods:
@@ -391,10 +413,10 @@ class Actuator:
         if job.desired.get(role, 0) == n:
             return
         if job.owners.get(role):
-            path, body = self._owner_patch(job, role, n)
-            err = self.binder.patch(path, body)
-            if err:
-                raise Refused(f"{job.name}: cannot set the {role} count at {path}: {err}")
+            for path, body in self._owner_patches(job, role, n):
+                err = self.binder.patch(path, body)
+                if err:
+                    raise Refused(f"{job.name}: cannot set the {role} count at {path}: {err}")
         elif role in job.templates:
             # pending pods, and bound ones (when just deleted, they were re-created)
             have = len(job.pending_pods.get(role, [])) + \

@@ -17,7 +17,8 @@ A JobSet (`jobset.x-k8s.io`) runs one batch/v1 Job per replicated job and replic
 carry `jobset.sigs.k8s.io/jobset-name` and `.../replicatedjob-name`. The workbench reads the
 pods of one JobSet as one job (a replicated job named `ps` holds parameter servers, unless the
 pod template's `workbench.io/role` says otherwise) and scales through the child Job's
-parallelism, as for a plain batch/v1 Job.
+parallelism, as for a plain batch/v1 Job; a replicated job with several replicas (one child Job
+each) spreads a role's pods over them as evenly as can be, at least one each.
 
 `workbench.io/...` labels and annotations on the pod templates (see `labels`) still say what
 the job trains; without them the workbench knows the gang and its demand, not its speed.
@@ -137,6 +138,12 @@ BATCH_JOB = OwnerKind("Job", "batch", "v1", "jobs", done="Complete")
 KUBEFLOW_KINDS = (PYTORCHJOB, TFJOB)
 CUSTOM_KINDS = (PYTORCHJOB, TFJOB, JOBSET)
 BY_KIND = {k.kind: k for k in (*CUSTOM_KINDS, BATCH_JOB)}
+
+
+def child_index(job: dict) -> int:
+    """A JobSet child Job's index among its replicated job's replicas (0 when unlabelled)."""
+    value = ((job.get("metadata") or {}).get("labels") or {}).get(JOBSET_JOB_INDEX, "0")
+    return int(value) if value.isdigit() else 0
 
 
 def group_label(pod_labels: dict[str, str]) -> str | None:

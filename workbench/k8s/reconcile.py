@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..model import JobState, JobStatus, Placement
+from ..model import JobSpec, JobState, JobStatus, Placement
 from . import kinds, labels
 from .cache import (
     Clock,
@@ -363,6 +363,7 @@ class Reconciler:
             spec = spec_from_pods(name, group.live, arrival=created, workers=desired[W] or None,
                                   ps=desired[PS],
                                   worker_range=_worker_range(owners, owner_objs, key[0]))
+            spec = _one_worker_per_child_job(spec, owners)
         except ValueError as e:
             log.warning("job %s: %s; ignored", name, e)
             book.ignored.add(key)
@@ -579,6 +580,17 @@ def _owner_count(obj: dict | None, kind: str, role: str) -> int | None:
         return None if n is None else int(n)
     k = kinds.BY_KIND[kind]
     return k.counts(obj)[role] if k.replica_specs else None
+
+
+def _one_worker_per_child_job(spec: JobSpec, owners: dict) -> JobSpec:
+    """Workers spread over several child Jobs (a JobSet's replicas) keep one in each
+    (`Actuator._split_patches`): the job's minimum is at least their number."""
+    refs = owners.get(W, ())
+    if len(refs) < 2 or spec.min_workers >= len(refs) or \
+            any(kind != kinds.BATCH_JOB.kind for kind, _ in refs):
+        return spec
+    floor = min(len(refs), spec.initial_workers)
+    return spec.with_(min_workers=floor) if floor > spec.min_workers else spec
 
 
 def _worker_range(owners: dict, owner_objs: dict, namespace: str) -> tuple[int, int] | None:
