@@ -11,7 +11,7 @@ from workbench.clusters import make_cluster, preset
 from workbench.control import Controller
 from workbench.model import Admit, JobKind, JobSpec, Node, Place, Reject, Resources
 from workbench.policies import make_policy
-from workbench.policies.oasis import OasisPolicy, PriceBook, sigmoid_utility
+from workbench.policies.oasis import OasisPolicy, PriceBook, _fit, _path, sigmoid_utility
 from workbench.sim import SimBackend
 from workbench.traces.ps_jobs import philly_ps_workload
 
@@ -160,6 +160,124 @@ def test_a_job_that_cannot_finish_within_the_horizon_is_not_costed():
     policy._slot_costs = costed
     sched, why = policy.plan(job, 0, floor=False)
     assert sched is None and "no feasible schedule within 5 slots" in why
+
+
+def allreduce_job(work: float, weight: int = 10) -> JobSpec:
+    return JobSpec(name="ar", application="toy", arrival=0.0, total_work=work, batch_size=1,
+                   initial_workers=1, min_workers=1, max_workers=2, worker_demand=WORKER,
+                   priority=weight, deadline=10_000.0)
+
+
+def reserve_randomly(policy: OasisPolicy, slots: int, seed: int, cpu_only: int = 0) -> None:
+    r = np.random.default_rng(seed)
+    for slot in range(slots):
+        policy.book.reserve(slot, np.array([[r.integers(0, 9), 0, r.integers(0, 3)],
+                                            [r.integers(0, 9), 0, r.integers(0, 3)]]))
+    for slot in range(cpu_only):  # one CPU free on `a`, none on `b`: a worker fits, no PS
+        policy.book.used[slot, :, 0] = [7.0, 8.0]
+        policy.book.used[slot, :, 2] = 0.0
+
+
+def costed_whole(policy: OasisPolicy, job: JobSpec, horizon: int):
+    """The must-finish schedule of the programme run over the whole horizon at once."""
+    opts = policy._options(job)
+    cost, c_opt, best, choice, picks = policy._cheapest(job, opts, 0, horizon)
+    finite = np.flatnonzero(np.isfinite(best[:, -1]))
+    if not len(finite):
+        return None
+    steps = _path(choice, c_opt, int(finite[0]), policy.work_levels)
+    total = 0.0
+    for t, i in steps:
+        total += float(cost[t, i])
+    counts = {t: (int(opts.workers[i]), int(opts.ps[i])) for t, i in steps}
+    return counts, total, max(counts)
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("kind", ["allreduce", "ps, its PS not fitting at first"])
+def test_a_must_finish_schedule_is_the_programmes_over_the_whole_horizon(seed, kind):
+    """A job that must finish takes the earliest completion of the programme over the whole
+    horizon, whether found from its earliest possible end (slots costed up to it, then a few
+    more at a time: a PS job's PS may not fit where its workers do) or, without PS and with
+    no slack before that end (each slot doing its most units), with no programme at all."""
+    work = [150.0, 300.0, 450.0, 700.0, 1100.0, 1600.0, 1900.0, 250.0, 900.0, 1300.0][seed]
+    job = allreduce_job(work) if kind == "allreduce" else toy_job(work=work)
+    policy, _ = toy_policy(job, work_levels=10, horizon_slots=40)
+    policy.earliest_chunk = 2
+    reserve_randomly(policy, 40, seed + 100, cpu_only=0 if kind == "allreduce" else 6)
+    sched, why = policy.plan(job, 0, floor=False)
+    expected = costed_whole(policy, job, 40)
+    if expected is None:
+        assert sched is None and why
+        return
+    counts, total, last = expected
+    assert {t: sched.counts(t) for t in sched.slots} == counts
+    assert sched.cost == total and sched.completion_slot == last  # the same sums, exactly
+    if kind != "allreduce":
+        assert sched.completion_slot >= 6  # not before its PS fit
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_slot_costs_of_a_job_without_ps_all_at_once_equal_slot_by_slot(seed):
+    """Costed for all slots at once, a job without PS gets exactly the per-slot greedy's costs
+    and servers (the programme compares costs for equality)."""
+    rng = np.random.default_rng(seed)
+    nodes = [Node(f"n{i}", float(rng.integers(4, 17)), 64.0, int(rng.integers(1, 5)))
+             for i in range(6)]
+    demand = Resources(cpu=float(rng.integers(1, 4)), mem=2.0, gpu=float(seed % 2))
+    job = JobSpec(name="ar", application="toy", arrival=0.0, total_work=5000.0, batch_size=1,
+                  initial_workers=1, min_workers=1, max_workers=int(rng.integers(2, 9)),
+                  worker_demand=demand, deadline=10_000.0)
+    policy = OasisPolicy(perf=LinearPerf(), round_interval=100.0, restart_delay=0.0,
+                         work_levels=10, horizon_slots=20, bounds=BOUNDS)
+    backend = SimBackend(nodes, [job], perf=LinearPerf())
+    backend.advance(0.0)
+    policy._setup(backend.observe())
+    cap = policy.book.capacity
+    for slot in range(20):
+        policy.book.reserve(slot, np.floor(cap * rng.uniform(0, 1, cap.shape)))
+    opts = policy._options(job)
+    cost, picks = policy._slot_costs(job, opts, 0, 20)
+    prices, free = policy.book.prices(0, 20), policy.book.free(0, 20)
+    one_by_one, their_picks = policy._costs_with_ps(job, opts, prices, free)  # per slot
+    assert np.array_equal(cost, one_by_one)
+    for t in range(20):
+        for w in range(1, int(opts.workers.max()) + 1):
+            if w in their_picks[t]:
+                assert np.array_equal(picks[t][w][0], their_picks[t][w][0])
+            else:
+                with pytest.raises(KeyError):
+                    picks[t][w]
+
+
+def test_fit_counts_the_tasks_each_server_takes():
+    def by_where(free, demand):  # the formula before: a min over every resource
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per = np.where(demand > 0, np.floor((free + 1e-9) / np.where(demand > 0, demand, 1)),
+                           np.inf)
+        counts = per.min(axis=-1)
+        return np.where(np.isfinite(counts), counts, 10**6).astype(np.int64)
+
+    rng = np.random.default_rng(0)
+    free = np.floor(rng.uniform(0, 20, (7, 5, 3))) / 2
+    for demand in ([1.0, 2.0, 1.0], [0.5, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 3.0, 0.0]):
+        assert np.array_equal(_fit(free, np.array(demand)), by_where(free, np.array(demand)))
+
+
+def test_bounds_widened_once_per_job_shape_are_the_bounds_widened_every_time():
+    """A job shape's bounds are applied to a book once: again they would move nothing."""
+    jobs = [toy_job(work=float(w), weight=p) for w, p in [(300, 3), (900, 12), (300, 3),
+                                                         (500, 40), (900, 12), (200, 1)]]
+    books = []
+    for forget in (False, True):
+        policy, _ = toy_policy(jobs[0], work_levels=10, horizon_slots=20, bounds=None)
+        for job in jobs * 2:
+            if forget:
+                policy._bounds.clear()
+            policy.plan(job, 0)
+            policy.plan(job, 0, floor=False)
+        books.append((policy.book.L, policy.book.U.tolist()))
+    assert books[0] == books[1]
 
 
 def test_negative_payoff_is_rejected_with_the_reason():

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -130,6 +130,17 @@ class Schedule:
         return sum(w.values()), sum(p.values())
 
 
+class _Rates(NamedTuple):
+    """Every allowed (workers, PS) option of a job shape and its rate; the largest of each."""
+
+    workers: np.ndarray
+    ps: np.ndarray
+    rates: np.ndarray
+    top_rate: float
+    most_workers: int
+    most_ps: int
+
+
 @dataclass
 class _Options:
     workers: np.ndarray  # (n_opt,)
@@ -189,17 +200,100 @@ class PriceBook:
 
 def _fit(free: np.ndarray, demand: np.ndarray) -> np.ndarray:
     """Tasks of `demand` each server (row of `free`) can take."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per = np.where(demand > 0, np.floor((free + _EPS) / np.where(demand > 0, demand, 1)),
-                       np.inf)
-    counts = per.min(axis=-1)
-    return np.where(np.isfinite(counts), counts, 10**6).astype(np.int64)
+    asked = demand > 0  # only the resources it asks for limit it
+    if not asked.any():
+        return np.full(free.shape[:-1], 10**6, dtype=np.int64)
+    if not asked.all():
+        free, demand = free[..., asked], demand[asked]
+    per = np.floor((free + _EPS) / demand)
+    fewest = per[..., 0]
+    for r in range(1, per.shape[-1]):  # the min over the last axis, ~20x faster at this size
+        fewest = np.minimum(fewest, per[..., r])
+    return fewest.astype(np.int64)
 
 
 def _greedy(unit_price: np.ndarray, fits: np.ndarray, n: int) -> np.ndarray:
     """Servers of the n cheapest tasks, cheapest server first (ties by index); may be shorter."""
     order = np.argsort(unit_price, kind="stable")
     return np.repeat(order, np.minimum(fits[order], n))[:n]
+
+
+def _costs_without_ps(spec: JobSpec, opts: _Options, prices: np.ndarray, free: np.ndarray
+                      ) -> tuple[np.ndarray, list]:
+    """`OasisPolicy._slot_costs` of the given slots for a job without PS, all slots at once:
+    per slot the `_greedy` worker servers (the stable sort per row, the same servers) and the
+    running sum of their prices (the same additions in the same order)."""
+    n_max = int(opts.workers.max())
+    wd = spec.worker_demand.as_array()
+    pw = prices @ wd  # (slots, servers): the stack's matmul is one per slot, as before
+    rows = np.arange(len(pw))[:, None]
+    order = np.argsort(pw, axis=1, kind="stable")
+    tasks = np.minimum(_fit(free, wd)[rows, order], n_max)
+    ends = np.cumsum(tasks, axis=1)
+    got = np.minimum(ends[:, -1], n_max)  # workers placed per slot
+    # The j-th worker goes on order[i] for the first i whose running count passes j: searched
+    # in all rows at once, each row's counts lifted above the previous row's.
+    servers = order.shape[1]
+    lift = rows * (servers * n_max + 1)
+    at = np.searchsorted((ends + lift).ravel(), (lift + np.arange(n_max)).ravel(), side="right")
+    nodes = order[rows, np.minimum(at.reshape(len(pw), n_max) - rows * servers, servers - 1)]
+    running = np.cumsum(pw[rows, nodes], axis=1)
+    w = opts.workers
+    cost = np.where(w[None, :] <= got[:, None], running[:, w - 1], _INF)
+    return cost, [_WorkerPicks(nodes[t, :got[t]]) for t in range(len(pw))]
+
+
+def _programme(c: np.ndarray, prev: np.ndarray, K: int) -> tuple[np.ndarray, np.ndarray]:
+    """The dynamic programme's rows for slots with option costs c[t, k] (k <= K units), after
+    `prev` (the row of the slot before): best[t, d], the cheapest way to do d units by the
+    end of slot t, and choice[t, d], the units done in slot t (the first cheapest)."""
+    D = c.shape[1] - 1
+    ks, kk = np.arange(D + 1), np.arange(K + 1)
+    d_idx, k_idx = np.meshgrid(ks, kk, indexing="ij")  # (D+1, K+1)
+    valid = k_idx <= d_idx
+    behind = np.where(valid, d_idx - k_idx, 0)
+    best = np.empty_like(c)
+    choice = np.zeros(c.shape, dtype=np.int64)
+    # A slot with room for no option does nothing: its row is the previous one, k = 0.
+    idle = ~np.isfinite(c[:, 1:K + 1]).any(axis=1)
+    for t in range(len(c)):
+        if idle[t]:
+            best[t] = prev
+        else:
+            total = np.where(valid, c[t, :K + 1] + prev[behind], _INF)
+            choice[t] = total.argmin(axis=1)
+            best[t] = total[ks, choice[t]]
+        prev = best[t]
+    return best, choice
+
+
+def _path(choice: np.ndarray, c_opt: np.ndarray, t_end: int, D: int) -> list[tuple[int, int]]:
+    """The programme's schedule finishing D units by slot t_end: (slot, option) of every slot
+    that does some, latest first."""
+    steps = []
+    d, t = D, t_end
+    while d > 0 and t >= 0:
+        k = int(choice[t, d])
+        if k > 0:
+            steps.append((t, int(c_opt[t, k])))
+        d -= k
+        t -= 1
+    return steps
+
+
+class _WorkerPicks:
+    """`picks[t]` of a job without PS: w workers on the first w greedy servers, no PS."""
+
+    __slots__ = ("nodes",)
+    _no_ps = (np.array([], dtype=np.int64), np.array([0.0]))
+
+    def __init__(self, nodes: np.ndarray) -> None:
+        self.nodes = nodes
+
+    def __getitem__(self, w: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not 1 <= w <= len(self.nodes):
+            raise KeyError(w)
+        return (self.nodes[:w], *self._no_ps)
 
 
 # ---- the engine ---------------------------------------------------------------------------
@@ -210,7 +304,7 @@ class OasisPolicy(Policy):
     """OASiS: admit a job if its utility beats the priced cost of its cheapest schedule."""
 
     needs_every_round = True
-    earliest_chunk = 24  # slots costed at a time while looking for a must-finish job's earliest end
+    earliest_chunk = 24  # slots looked at a time while looking for a job's earliest end
 
     def __init__(self, perf=None, round_interval: float = 300.0, restart_delay: float = 30.0,
                  workers_per_ps: int = 4, work_levels: int = 100, horizon_slots: int = 288,
@@ -238,12 +332,17 @@ class OasisPolicy(Policy):
         self.origin: float | None = None
         self.book: PriceBook | None = None
         self.names: list[str] = []
+        self._index: dict[str, int] = {}  # position in `names`
+        self._amounts: dict[tuple, np.ndarray] = {}  # see _amount
         self.schedules: dict[str, Schedule] = {}
         self.decided: set[str] = set()
         self.rejected: dict[str, str] = {}
         self.price_history: list[tuple[float, list[float]]] = []
         self._specs: dict[str, JobSpec] = {}
         self._slot = 0
+        self._rates: dict[tuple, _Rates | None] = {}  # per job shape: see _rate_table
+        self._bounds: dict[tuple, tuple] = {}  # see _widen_bounds
+        self._stuck: dict[str, tuple] = {}  # see _replan
 
     # ---- slots and bounds ---------------------------------------------------------------
 
@@ -262,6 +361,9 @@ class OasisPolicy(Policy):
         if self.book is None or names != self.names:
             old = self.book
             self.names = names
+            self._index, self._amounts = {}, {}
+            for i, n in enumerate(names):
+                self._index.setdefault(n, i)  # the first, as names.index
             self.book = PriceBook(state.capacity.copy())
             if old is not None and math.isfinite(old.L):
                 self.book.widen(old.L, old.U)
@@ -275,31 +377,55 @@ class OasisPolicy(Policy):
                         self.book.reserve(slot, self._amount(spec, w, p))
 
     def _amount(self, spec: JobSpec, workers: Placement, ps: Placement) -> np.ndarray:
-        amount = np.zeros_like(self.book.capacity)
-        wd, pd = spec.worker_demand.as_array(), spec.ps_demand.as_array()
-        for n, c in workers.items():
-            amount[self.names.index(n)] += wd * c
-        for n, c in ps.items():
-            amount[self.names.index(n)] += pd * c
+        """What a placement takes, per server (read-only): kept per placement, as a schedule's
+        slots repeat a few (its order is kept too: the same sums)."""
+        key = (spec.worker_demand, spec.ps_demand, tuple(workers.items()), tuple(ps.items()))
+        amount = self._amounts.get(key)
+        if amount is None:
+            amount = np.zeros_like(self.book.capacity)
+            wd, pd = spec.worker_demand.as_array(), spec.ps_demand.as_array()
+            for n, c in workers.items():
+                amount[self._index[n]] += wd * c
+            for n, c in ps.items():
+                amount[self._index[n]] += pd * c
+            amount.flags.writeable = False
+            if len(self._amounts) > 10_000:
+                self._amounts.clear()
+            self._amounts[key] = amount
         return amount
 
-    def _widen_bounds(self, spec: JobSpec, options: _Options, horizon: int) -> None:
+    def _widen_bounds(self, spec: JobSpec, table: _Rates, horizon: int) -> None:
         if self.fixed_bounds is not None:
             return
-        wd, pd = spec.worker_demand.as_array(), spec.ps_demand.as_array()
-        smallest = np.where((wd > 0) & (pd > 0), np.minimum(wd, pd), np.maximum(wd, pd))
-        U = np.where(smallest > 0, max(self.max_utility, utility_weight(spec)) / np.where(
-            smallest > 0, smallest, 1.0), 0.0)
-        biggest = float((wd * options.workers.max() + pd * options.ps.max()).sum())
-        L = utility_weight(spec) * self.utility_floor / (2.0 * biggest * horizon)
-        self.book.widen(L, U)
+        key = (spec.worker_demand, spec.ps_demand, spec.priority, table.most_workers,
+               table.most_ps, horizon)
+        bounds = self._bounds.get(key)
+        # Bounds applied to this book already move nothing (a job replanned every slot): the
+        # book's bounds only ever move outwards, and it keeps every priced U at least L.
+        if bounds is not None and bounds[2] is self.book:
+            return
+        if bounds is None:
+            wd, pd = spec.worker_demand.as_array(), spec.ps_demand.as_array()
+            smallest = np.where((wd > 0) & (pd > 0), np.minimum(wd, pd), np.maximum(wd, pd))
+            U = np.where(smallest > 0, max(self.max_utility, utility_weight(spec)) / np.where(
+                smallest > 0, smallest, 1.0), 0.0)
+            biggest = float((wd * table.most_workers + pd * table.most_ps).sum())
+            L = utility_weight(spec) * self.utility_floor / (2.0 * biggest * horizon)
+            bounds = (L, U)
+        self.book.widen(*bounds[:2])
+        self._bounds[key] = (*bounds[:2], self.book)
 
     # ---- the subroutine: cheapest schedule per completion slot -----------------------------
 
-    def _options(self, spec: JobSpec) -> _Options | None:
-        lo, hi = spec.min_workers, spec.max_workers
+    def _rate_table(self, spec: JobSpec) -> _Rates | None:
+        """(workers, PS, rate) of every allowed option. They depend on the job's shape, not on
+        its work, so they are kept per shape: a job replanned every slot asks again each time."""
+        key = (spec.kind, spec.application, spec.batch_size, spec.min_workers, spec.max_workers,
+               spec.num_ps)
+        if key in self._rates:
+            return self._rates[key]
         ws, ps = [], []
-        for w in range(lo, hi + 1):
+        for w in range(spec.min_workers, spec.max_workers + 1):
             if spec.kind == JobKind.PS:
                 for p in range(max(-(-w // self.workers_per_ps), 1), w + 1):
                     ws.append(w)
@@ -307,114 +433,143 @@ class OasisPolicy(Policy):
             else:
                 ws.append(w)
                 ps.append(0)
-        if not ws:
+        table = None
+        if ws:
+            rates = np.array([_rate(self.perf, spec, int(w), int(p)) for w, p in zip(ws, ps)])
+            table = _Rates(np.array(ws), np.array(ps), rates, float(rates.max()), max(ws), max(ps))
+        self._rates[key] = table
+        return table
+
+    def _options(self, spec: JobSpec) -> _Options | None:
+        table = self._rate_table(spec)
+        if table is None:
             return None
-        w_arr, p_arr = np.array(ws), np.array(ps)
+        w_arr, p_arr, rates = table[:3]
         eff = max(self.round_interval - self.restart_delay, 1.0)
-        rates = np.array([_rate(self.perf, spec, int(w), int(p)) for w, p in zip(ws, ps)])
         unit = spec.total_work / self.work_levels
         units = np.minimum(np.floor(rates * eff / unit + 1e-9), self.work_levels).astype(np.int64)
         return _Options(w_arr, p_arr, units)
 
+    def _most_units(self, work: float, table: _Rates) -> int:
+        """`_options(spec).units.max()` for `work` to do, without the array: units are a
+        non-decreasing function of the rate, so the fastest option does the most (the same
+        float operations)."""
+        eff = max(self.round_interval - self.restart_delay, 1.0)
+        unit = work / self.work_levels
+        return min(math.floor(table.top_rate * eff / unit + 1e-9), self.work_levels)
+
     def _slot_costs(self, spec: JobSpec, opts: _Options, s0: int, horizon: int
                     ) -> tuple[np.ndarray, list]:
         """Cost (slots x options) of each option placed greedily on the cheapest servers, inf
-        where it does not fit; and per slot the greedy worker/PS server lists."""
-        wd, pd = spec.worker_demand.as_array(), spec.ps_demand.as_array()
+        where it does not fit; and per slot the greedy worker/PS server lists (`picks[t][w]`:
+        the worker servers, PS servers and PS cost prefix with w workers)."""
         prices = self.book.prices(s0, s0 + horizon)
         free = self.book.free(s0, s0 + horizon)
+        if int(opts.ps.max()) == 0:  # every slot at once
+            return _costs_without_ps(spec, opts, prices, free)
+        # Slots with the same prices and room cost the same: each distinct one is costed once.
+        seen: dict[bytes, int] = {}
+        same = [seen.setdefault(prices[t].tobytes() + free[t].tobytes(), t)
+                for t in range(horizon)]
+        distinct = list(seen.values())
+        rows, slot_picks = self._costs_with_ps(spec, opts, prices[distinct], free[distinct])
+        where = dict(zip(distinct, range(len(distinct))))
+        index = [where[t] for t in same]
+        return rows[index], [slot_picks[i] for i in index]
+
+    def _costs_with_ps(self, spec: JobSpec, opts: _Options, prices: np.ndarray,
+                       free: np.ndarray) -> tuple[np.ndarray, list]:
+        """`_slot_costs` of the given slots for a job with PS: a server's room for PS depends on
+        the workers placed before them, so each worker count is placed in turn."""
+        wd, pd = spec.worker_demand.as_array(), spec.ps_demand.as_array()
         n_max, p_max = int(opts.workers.max()), int(opts.ps.max())
-        cost = np.full((horizon, len(opts.workers)), _INF)
+        cost = np.full((len(prices), len(opts.workers)), _INF)
         picks: list = []
-        cache: dict[bytes, tuple[np.ndarray, Any]] = {}
-        for t in range(horizon):
-            key = prices[t].tobytes() + free[t].tobytes()
-            hit = cache.get(key)
-            if hit is not None:
-                cost[t] = hit[0]
-                picks.append(hit[1])
-                continue
+        for t in range(len(prices)):
             pw, pp = prices[t] @ wd, prices[t] @ pd
             wnodes = _greedy(pw, _fit(free[t], wd), n_max)
             wcost = np.concatenate([[0.0], np.cumsum(pw[wnodes])])
             per_w = {}
             for w in range(1, len(wnodes) + 1):
-                if p_max == 0:
-                    per_w[w] = (wnodes[:w], np.array([], dtype=np.int64), np.array([0.0]))
-                    continue
                 used = np.bincount(wnodes[:w], minlength=len(free[t]))[:, None] * wd
                 pnodes = _greedy(pp, _fit(free[t] - used, pd), p_max)
                 pcost = np.concatenate([[0.0], np.cumsum(pp[pnodes])])
                 per_w[w] = (wnodes[:w], pnodes, pcost)
-            row = np.full(len(opts.workers), _INF)
             for i, (w, p) in enumerate(zip(opts.workers, opts.ps)):
                 got = per_w.get(int(w))
                 if got is None or len(got[2]) <= p:
                     continue
-                row[i] = wcost[w] + got[2][p]
-            cost[t] = row
+                cost[t, i] = wcost[w] + got[2][p]
             picks.append(per_w)
-            cache[key] = (row, per_w)
         return cost, picks
 
-    def _can_finish(self, spec: JobSpec, opts: _Options, s0: int, horizon: int) -> bool:
-        """Whether the job could do all its work within the horizon if each slot gave it the
-        fastest option for which that slot has room for the workers (a necessary condition:
-        an option with more workers than a slot has room for costs inf there, so where this
-        fails the dynamic programme finds nothing, at ~19 ms a job; at Philly scale after a
-        switch, ~1,300 jobs every round found nothing, most needing more than the horizon)."""
+    def _earliest_end(self, spec: JobSpec, opts: _Options, s0: int, horizon: int
+                      ) -> tuple[int, np.ndarray] | None:
+        """The fewest slots in which the job could do all its work, None if more than
+        `horizon`: each slot does at most the units of the fastest option it has room for the
+        workers of (an option with more workers than a slot has room for costs inf there). So
+        the dynamic programme finds nothing where this is None (~19 ms a job; at Philly scale
+        after a switch, ~1,300 jobs every round, most needing more than the horizon), and its
+        earliest completion is no sooner (exactly then for a job without PS, whose options
+        need nothing but room for the workers). With it, the most units of each slot until
+        then."""
         if int(opts.units.max()) * horizon < self.work_levels:
-            return False
-        room = _fit(self.book.free(s0, s0 + horizon), spec.worker_demand.as_array()).sum(axis=-1)
-        fits = opts.workers[None, :] <= room[:, None]  # (slots, options)
-        best = np.where(fits, opts.units[None, :], 0).max(axis=1)
-        return int(best.sum()) >= self.work_levels
+            return None
+        done, first, most = 0, 0, []
+        # A chunk of slots at a time, until the work is done (a job that can finish usually
+        # can within the first hundred of the 288 slots); the first chunk is the fewest slots
+        # in which the fastest option could do it all.
+        stop = min(max(self.earliest_chunk, -(-self.work_levels // int(opts.units.max()))),
+                   horizon)
+        while first < horizon:
+            free = self.book.free(s0 + first, s0 + stop)
+            room = _fit(free, spec.worker_demand.as_array()).sum(axis=-1)
+            fits = opts.workers[None, :] <= room[:, None]  # (slots, options)
+            most.append(np.where(fits, opts.units[None, :], 0).max(axis=1))
+            ran = done + np.cumsum(most[-1])
+            if ran[-1] >= self.work_levels:
+                end = first + int(np.argmax(ran >= self.work_levels)) + 1
+                return end, np.concatenate(most)[:end]
+            done, first, stop = int(ran[-1]), stop, min(stop + self.earliest_chunk, horizon)
+        return None
 
     def _cheapest(self, spec: JobSpec, opts: _Options, now_slot: int, horizon: int,
-                  floor: bool) -> tuple:
+                  first: int | None = None) -> tuple:
         """The dynamic programme over the horizon's slots: (cost, c_opt, best, choice, picks),
         with best[t, d] the cheapest way to do d work units by the end of slot t, choice[t, d]
         the units done in slot t, c_opt[t, k] the option doing k units in t, and the slot
-        costs and greedy picks. A must-finish job (`floor` False) stops at the first slot by
-        which it can finish (fewer rows)."""
+        costs and greedy picks. `first`: for a must-finish job, which takes its earliest
+        completion (the later slots are never read): the slots are costed `first` (its
+        earliest possible end) then `earliest_chunk` more at a time until it can finish (its
+        PS may not fit where its workers do); None: the whole horizon at once."""
         D = self.work_levels
-        ks = np.arange(D + 1)
-        enough = opts.units[None, :] >= ks[:, None]  # (D+1, n_opt)
-        d_idx, k_idx = np.meshgrid(ks, ks, indexing="ij")
-        valid = k_idx <= d_idx
-        behind = np.where(valid, d_idx - k_idx, 0)
+        # No option does more than K units in a slot: c[t, k > K] is inf and never the first
+        # minimum, so the programme looks at k <= K only (K is ~1 for a long replanned job).
+        K = min(int(opts.units.max()), D)
+        enough = opts.units[None, :] >= np.arange(K + 1)[:, None]  # (K+1, n_opt)
         prev = np.full(D + 1, _INF)
         prev[0] = 0.0
-        costs, picks, c_opts, bests, choices = [], [], [], [], []
-        # A job that must finish takes the earliest completion: the slots after the first one
-        # where it can are never read, so they are costed a chunk at a time until it can.
-        chunk = horizon if floor else self.earliest_chunk
-        for first in range(0, horizon, chunk):
-            n = min(chunk, horizon - first)
-            cost, chunk_picks = self._slot_costs(spec, opts, now_slot + first, n)
-            # c[t, k]: cheapest option doing at least k units in slot t.
-            masked = np.where(enough[None, :, :], cost[:, None, :], _INF)  # (T, D+1, n_opt)
-            c = masked.min(axis=2)
-            c_opt = masked.argmin(axis=2)
-            c[:, 0], c_opt[:, 0] = 0.0, -1
-            # best[t, d]: cheapest way to do d units by the end of slot t; choice[t, d]: units
-            # in slot t.
-            best = np.full((n, D + 1), _INF)
-            choice = np.zeros((n, D + 1), dtype=np.int64)
-            for t in range(n):
-                total = np.where(valid, c[t][k_idx] + prev[behind], _INF)
-                choice[t] = total.argmin(axis=1)
-                best[t] = total[ks, choice[t]]
-                prev = best[t]
-            costs.append(cost)
+        parts, picks = [], []
+        start, n = 0, horizon if first is None else min(first, horizon)
+        while True:
+            cost, chunk_picks = self._slot_costs(spec, opts, now_slot + start, n)
             picks += chunk_picks
-            c_opts.append(c_opt)
-            bests.append(best)
-            choices.append(choice)
-            if not floor and np.isfinite(prev[D]):
+            # c[t, k]: cheapest option doing at least k units in slot t.
+            masked = np.where(enough[None, :, :], cost[:, None, :], _INF)  # (T, K+1, n_opt)
+            c = np.full((n, D + 1), _INF)
+            c_opt = np.zeros((n, D + 1), dtype=np.intp)
+            c_opt[:, :K + 1] = masked.argmin(axis=2)
+            c[:, :K + 1] = np.take_along_axis(masked, c_opt[:, :K + 1, None], axis=2)[..., 0]
+            c[:, 0], c_opt[:, 0] = 0.0, -1
+            best, choice = _programme(c, prev, K)
+            prev = best[-1]
+            parts.append((cost, c_opt, best, choice))
+            start += n
+            if first is None or start >= horizon or np.isfinite(prev[D]):
                 break
-        return (np.concatenate(costs), np.concatenate(c_opts), np.concatenate(bests),
-                np.concatenate(choices), picks)
+            n = min(self.earliest_chunk, horizon - start)
+        cost, c_opt, best, choice = (np.concatenate(p) for p in zip(*parts))
+        return cost, c_opt, best, choice, picks
 
     def plan(self, spec: JobSpec, now_slot: int, floor: bool = True
              ) -> tuple[Schedule | None, str]:
@@ -422,52 +577,72 @@ class OasisPolicy(Policy):
         `floor`: only completions while its utility is above `utility_floor`, the best payoff
         among them; else, for a job that must finish whatever its utility, the earliest
         completion within `horizon_slots` (its cheapest way to finish by then)."""
-        opts = self._options(spec)
-        if opts is None:
+        table = self._rate_table(spec)
+        if table is None:
             return None, "no worker count allowed"
-        weight = utility_weight(spec)
-        target = utility_target(spec, self.perf, self.target_factor)
-        slot = self.round_interval
-        # Candidate completion slots: until the utility falls below the floor (or the cap).
-        ends = self.slot_start(now_slot + np.arange(1, self.horizon_slots + 1)) - spec.arrival
-        f = sigmoid_utility(weight, target, self.decay, ends, slot)
-        useful = np.flatnonzero(f >= self.utility_floor * weight)
-        horizon = int(useful[-1]) + 1 if len(useful) else 1
-        if not floor:
+        f = None  # a must-finish job's utility curve is read only for the schedule found
+        if floor:
+            # Candidate completion slots: until the utility falls below the floor (or the cap).
+            f = self._utility_curve(spec, now_slot)
+            useful = np.flatnonzero(f >= self.utility_floor * utility_weight(spec))
+            horizon = int(useful[-1]) + 1 if len(useful) else 1
+        else:
             horizon = self.horizon_slots
-        self._widen_bounds(spec, opts, horizon)
         infeasible = (None, f"no feasible schedule within {horizon} slots before its utility"
                             f" falls below {self.utility_floor:.0%} (cluster reserved)")
-        if not self._can_finish(spec, opts, now_slot, horizon):
+        if self._hopeless(spec, table, spec.total_work, horizon):
             return infeasible
+        opts = self._options(spec)
+        found = self._earliest_end(spec, opts, now_slot, horizon)
+        if found is None:
+            return infeasible
+        end, most = found
         D = self.work_levels
-        cost, c_opt, best, choice, picks = self._cheapest(spec, opts, now_slot, horizon, floor)
-        if not np.isfinite(best[:, D]).any():
-            return infeasible
-        if floor:
-            payoff = f[:horizon] - best[:, D]
-            t_best = int(np.nanargmax(np.where(np.isfinite(payoff), payoff, -_INF)))
-        else:  # it must finish whatever its utility: the earliest completion that fits
-            t_best = int(np.flatnonzero(np.isfinite(best[:, D]))[0])
+        if not floor and int(opts.ps.max()) == 0 and int(most.sum()) == D:
+            # Its earliest end takes the most units of every slot before it: that is the
+            # programme's one finite path (no other k is finite both ways), so no programme.
+            cost, picks = self._slot_costs(spec, opts, now_slot, end)
+            ts = np.flatnonzero(most)[::-1]
+            i = np.where(opts.units[None, :] >= most[ts, None], cost[ts], _INF).argmin(axis=1)
+            steps = list(zip(ts.tolist(), i.tolist()))
+        else:
+            cost, c_opt, best, choice, picks = self._cheapest(spec, opts, now_slot, horizon,
+                                                              None if floor else end)
+            if not np.isfinite(best[:, D]).any():
+                return infeasible
+            if floor:
+                payoff = f[:horizon] - best[:, D]
+                t_best = int(np.nanargmax(np.where(np.isfinite(payoff), payoff, -_INF)))
+            else:  # it must finish whatever its utility: the earliest completion that fits
+                t_best = int(np.flatnonzero(np.isfinite(best[:, D]))[0])
+            steps = _path(choice, c_opt, t_best, D)
+        if f is None:
+            f = self._utility_curve(spec, now_slot)
         sched = Schedule(spec.name)
-        d, t = D, t_best
         last = -1
-        while d > 0 and t >= 0:
-            k = int(choice[t, d])
-            if k > 0:
-                i = int(c_opt[t, k])
-                w, p = int(opts.workers[i]), int(opts.ps[i])
-                wnodes, pnodes, _ = picks[t][w]
-                workers = _counts(self.names, wnodes[:w])
-                ps = _counts(self.names, pnodes[:p])
-                sched.slots[now_slot + t] = (workers, ps)
-                sched.cost += float(cost[t, i])
-                last = max(last, t)
-            d -= k
-            t -= 1
+        for t, i in steps:  # latest slot first
+            w, p = int(opts.workers[i]), int(opts.ps[i])
+            wnodes, pnodes, _ = picks[t][w]
+            sched.slots[now_slot + t] = (_counts(self.names, wnodes[:w]),
+                                         _counts(self.names, pnodes[:p]))
+            sched.cost += float(cost[t, i])
+            last = max(last, t)
         sched.completion_slot = now_slot + last
         sched.utility = float(f[last]) if last >= 0 else 0.0
         return sched, ""
+
+    def _utility_curve(self, spec: JobSpec, now_slot: int) -> np.ndarray:
+        """The job's utility at the end of each of the `horizon_slots` slots from `now_slot`."""
+        target = utility_target(spec, self.perf, self.target_factor)
+        ends = self.slot_start(now_slot + np.arange(1, self.horizon_slots + 1)) - spec.arrival
+        return sigmoid_utility(utility_weight(spec), target, self.decay, ends, self.round_interval)
+
+    def _hopeless(self, spec: JobSpec, table: _Rates, work: float, horizon: int) -> bool:
+        """Whether `work` stays undone even with the fastest option in each of `horizon` slots
+        (so the dynamic programme would find nothing); it first widens the bounds, as `plan`
+        does for every job it looks at."""
+        self._widen_bounds(spec, table, horizon)
+        return self._most_units(work, table) * horizon < self.work_levels
 
     # ---- the round ------------------------------------------------------------------------
 
@@ -477,9 +652,10 @@ class OasisPolicy(Policy):
         self._slot = s
         self._record_prices(state.now, s)
         actions: list[Action] = []
-        for job in sorted(state.jobs.values(), key=lambda j: (j.spec.arrival, j.name)):
-            if job.name in self.decided or job.state.finished:
-                continue
+        # Only jobs not decided yet are looked at (most are, from the second round on).
+        fresh = [j for j in state.jobs.values() if j.name not in self.decided
+                 and not j.state.finished]
+        for job in sorted(fresh, key=lambda j: (j.spec.arrival, j.name)):
             if job.admitted or job.state.placed or job.progress > 0:
                 self.decided.add(job.name)
                 self._replan(job, s)
@@ -518,8 +694,16 @@ class OasisPolicy(Policy):
         ran slower than planned: restarts, a failure). It is never rejected: it gets a schedule
         for its remaining work, whatever its payoff now, if one fits; else it runs past its
         schedule on free resources and is tried again next slot."""
-        left = job.spec.with_(total_work=max(job.remaining_work, job.spec.total_work * 1e-6))
-        sched, _ = self.plan(left, s, floor=False)
+        work = max(job.remaining_work, job.spec.total_work * 1e-6)
+        stuck = self._stuck.get(job.name)
+        if stuck is not None and stuck[0] is job.spec and stuck[1] == work and \
+                stuck[2] is self.book:
+            return  # as hopeless as last time: same shape, work, and bounds already applied
+        table = self._rate_table(job.spec)
+        if table is None or self._hopeless(job.spec, table, work, self.horizon_slots):
+            self._stuck[job.name] = (job.spec, work, self.book)
+            return  # what `plan` finds, without building the spec of the work left first
+        sched, _ = self.plan(job.spec.with_(total_work=work), s, floor=False)
         if sched is None:
             return
         self._specs[job.name] = job.spec
@@ -565,8 +749,10 @@ class OasisPolicy(Policy):
             reasons[j.name] = (f"slot {s} of its OASiS schedule: {sum(w.values())} workers,"
                                f" {sum(p.values())} PS on {describe_placement(*got)}")
         for j in later:  # past its schedule (or not ours): keep going where resources allow
-            w = j.num_workers or _last_counts(self.schedules.get(j.name), j)[0]
-            p = j.num_ps or _last_counts(self.schedules.get(j.name), j)[1]
+            w, p = j.num_workers, j.num_ps
+            if not (w and p):
+                last = _last_counts(self.schedules.get(j.name), j)
+                w, p = w or last[0], p or last[1]
             got = None
             if j.state.placed and _fits(ledger, j.spec, j.workers, j.ps):
                 got = (j.workers, j.ps)
@@ -596,6 +782,8 @@ class OasisPolicy(Policy):
 
     def _forget_finished(self, state: ClusterState) -> None:
         """A job that finished ahead of its schedule hands back its later slots."""
+        for n in [n for n in self._stuck if n not in state.jobs]:
+            del self._stuck[n]
         done = [n for n in self.schedules if n not in state.jobs]
         for n in done:
             sched = self.schedules.pop(n)
