@@ -207,6 +207,61 @@ def test_the_objective_of_the_greedy_beats_keeping_the_allocation_unchanged():
     assert pol.objective(state, plan) >= pol.objective(state, before) - 1e-12
 
 
+def _eager_choice(pol: PolluxPolicy, state, jobs, gpus: int, gpn: int) -> list[tuple]:
+    """Every job's options made as `options` makes them, and the greedy's choice on them."""
+    fair = math.ceil(gpus / len(jobs))
+    share = sum(1 for g in state.capacity[state.node_up][:, 2] if g > 0) / gpus
+    full = [pol.options(j, pol.agent(j), gpus, gpn, fair, share, state.now) for j in jobs]
+    return [opts[t][:2] for opts, t in zip(full, pol.choose(full, gpus))]
+
+
+def test_a_round_chooses_as_if_every_jobs_options_were_made():
+    # the round leaves most options unmade (waiting jobs' behind a bound, placed jobs' behind
+    # their kept placement): its choices equal the greedy's on every job's options made
+    jobs = [adaptive(f"j{i}", app, arrival=90.0 * i, gpus=8)
+            for i, app in enumerate(["cifar10", "deepspeech2", "bert", "yolov3", "ncf"] * 6)]
+    b = SimBackend(make_cluster(4, 4), jobs)
+    pol = make_policy("pollux")
+    seen, lazy = [], 0
+    place = pol.place
+
+    def checked(state, round_jobs, options, chosen, gpn):
+        nonlocal lazy
+        lazy += sum(1 for o in options if None in o or len(o) == 1)
+        seen.append(([options[j][t][:2] for j, t in enumerate(chosen)],
+                     _eager_choice(pol, state, round_jobs, 16, gpn)))
+        return place(state, round_jobs, options, chosen, gpn)
+
+    pol.place = checked
+    c = Controller(b, pol)
+    c.run(until=6 * 3600)
+    assert len(seen) > 100 and lazy > 0
+    for ours, eager in seen:
+        assert ours == eager
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_greedy_with_bounded_entries_chooses_as_with_every_option_made(seed):
+    rng = np.random.default_rng(seed)
+    pol = PolluxPolicy()
+    zero = (0, pol.cost(0.0), None)
+    full = []
+    for _ in range(int(rng.integers(5, 40))):
+        sizes = sorted({int(g) for g in rng.integers(1, 9, size=int(rng.integers(1, 4)))})
+        full.append([zero, *[(g, pol.cost(float(rng.uniform(0.01, 1.0)) * g), None)
+                             for g in sizes]])
+    budget = int(rng.integers(1, 40))
+    eager = pol.choose([list(o) for o in full], budget)
+    lazy_of = [j for j in range(len(full)) if rng.random() < 0.6]
+    entries = []
+    for j in lazy_of:  # a loose bound: the best first move's ratio, raised
+        best = max((zero[1] - c) / g for g, c, _ in full[j][1:])
+        entries.append((-(best * float(rng.uniform(1.0, 1.5)) + 1e-9), j, -2 - budget))
+    options = [[zero] if j in lazy_of else list(o) for j, o in enumerate(full)]
+    made = [j for j in range(len(full)) if j not in lazy_of]
+    assert pol.choose(options, budget, (entries, lambda j: list(full[j]), made, {})) == eager
+
+
 # ---- live switch and the bench pin --------------------------------------------------------------
 
 def test_live_switch_to_pollux_and_back_finishes_every_job():

@@ -124,6 +124,9 @@ class PolluxPolicy(Policy):
         self._steps_on: tuple | None = None  # (GPUs, GPUs per node, fair share, share) of those
         self._agent_of: dict[str, list] = {}  # job -> what `_round_options` keeps (`_known`)
         self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
+        # (app, fit, gradient statistics, fixed batch) -> (model, its goodputs), shared by agents
+        self._shared_fits: dict[tuple, tuple] = {}
+        self._grads: dict[tuple, tuple[float, float]] = {}  # (app, batch, epoch) -> (sqr, var)
 
     def reset(self) -> None:
         self.agents.clear()
@@ -132,7 +135,12 @@ class PolluxPolicy(Policy):
     def __getstate__(self) -> dict:
         # a copy runs on another backend's jobs: what was kept per job is remade as asked
         return {**self.__dict__, "_steps_memo": {}, "_steps_on": None, "_agent_of": {},
-                "_reject_impossible": CheckedOnce()}
+                "_reject_impossible": CheckedOnce(), "_shared_fits": {}, "_grads": {}}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        for memo in ("_shared_fits", "_grads"):  # (a copy pickled before they were kept)
+            self.__dict__.setdefault(memo, {})
 
     # ---- the agent -----------------------------------------------------------------------
 
@@ -168,8 +176,12 @@ class PolluxPolicy(Policy):
             _, atomics, accums = app.table(counts, agent.fixed_batch)
             atomic, accum = int(atomics[epoch]), int(accums[epoch])
         batch = sum(counts) * atomic * (accum + 1)
-        sqr, var = app.grad_stats(batch)
-        grad = (float(sqr[0, epoch]), float(var[0, epoch]))
+        grad = self._grads.get((app, batch, epoch))
+        if grad is None:  # (`grad_stats` of a batch: the same numbers every time)
+            if len(self._grads) > 100_000:
+                self._grads = {}
+            sqr, var = app.grad_stats(batch)
+            grad = self._grads[app, batch, epoch] = (float(sqr[0, epoch]), float(var[0, epoch]))
         key = (len(counts), sum(counts), atomic)
         changed = grad != agent.grad
         if key not in agent.points:
@@ -178,8 +190,16 @@ class PolluxPolicy(Policy):
         agent.grad = grad
         if changed:
             points = tuple(sorted((*k, *v) for k, v in agent.points.items()))
-            agent.model = GoodputModel(app, fit_params(points), *grad, agent.fixed_batch)
-            agent.goodputs.clear()
+            # agents of one application with the same fit and statistics share the model and
+            # its goodputs (what `goodput` answers depends on those alone)
+            key = (app, fit_params(points), grad, agent.fixed_batch)
+            shared = self._shared_fits.get(key)
+            if shared is None:
+                if len(self._shared_fits) > 20_000:
+                    self._shared_fits = {}
+                shared = self._shared_fits[key] = (GoodputModel(app, key[1], *grad,
+                                                           agent.fixed_batch), {})
+            agent.model, agent.goodputs = shared
 
     def cap(self, job: JobStatus, agent: Agent | None, gpus: int) -> int:
         """Most replicas the job may get (module docstring, rule 4)."""
@@ -324,84 +344,180 @@ class PolluxPolicy(Policy):
 
     def _round_options(self, jobs: list[JobStatus], gpus: int, gpn: int, fair: int,
                        share: float, now: float
-                       ) -> tuple[list[Agent | None], list[list[tuple[int, float, Placement | None]]],
-                                  dict[str, tuple[Placement, tuple[int, ...]]]]:
-        """Each job's agent (a running one observed) and `options`, in one pass: a round asks
-        them of every active job, most of them waiting as they were the round before. Also
-        each placed job's current placement (its kept option's) and its `placement_counts`."""
+                       ) -> tuple[list[list[tuple[int, float, Placement | None]]],
+                                  dict[str, tuple[Placement, tuple[int, ...], float | None]],
+                                  list[int], tuple[list[tuple[float, int, int]], dict]]:
+        """Each job's `options`, in one pass (a running job's agent observed first): a round
+        asks them of every active job, most of them waiting as they were the round before.
+        Also each placed job's current placement (its kept option's), its `placement_counts`
+        and its speedup there (None: not known yet); the jobs whose options were made; and
+        `choose`'s entries of the others (p < 0, `_expander` makes their options): a waiting
+        job's (-bound, j, -2 - GPUs) ([the first option] instead of its options), and a
+        placed job's first move to its kept placement, exact (a list with its first option
+        and that one instead), with the bound of its next move (`later`)."""
         self._steps_context((gpus, gpn, fair, share))
         zero = (0, self.cost(0.0), None)  # every job's first option (a tuple: shared)
         zero_cost = zero[1]
         known, memo = self._agent_of, self._steps_memo
-        running, restarting = JobState.RUNNING, JobState.RESTARTING
         p = self.p
         plain = p < 0 and type(self).restart_factor is PolluxPolicy.restart_factor
-        agents: list[Agent | None] = []
-        options = []
-        kept: dict[str, tuple[Placement, tuple[int, ...]]] = {}
-        for job in jobs:
-            spec, name, state = job.spec, job.name, job.state
-            # per job: [spec, agent(job), (model, profiled replicas) and steps when waiting,
-            # (app, work per epoch, last epoch) for `observe`] (`_known`)
-            rec = known.get(name)
+        none = [zero]  # a waiting job's options until they are made
+        options = [none] * len(jobs)
+        kept: dict[str, tuple[Placement, tuple[int, ...], float | None]] = {}
+        made: list[int] = []
+        bounds: list[tuple[float, int, int]] = []
+        later: dict[int, float | None] = {}
+        whole = -2 - gpus  # a waiting job's first move is pushed with the whole budget
+        for j, job in enumerate(jobs):
+            spec = job.spec
+            rec = known.get(job.name)  # `_known`
             if rec is None or rec[0] is not spec:
-                rec = known[name] = self._known(job)
-            agent = rec[1]
-            agents.append(agent)
-            if state.placed:
-                current = {n: c for n, c in job.workers.items() if c}
-                counts = placement_counts(current)
-                kept[name] = (current, counts)
-                if agent is not None and state is running and job.workers:
-                    epochs = rec[4]
-                    if epochs is None or agent.seen != (
-                            counts, min(int(job.progress / epochs[0]), epochs[1])):
-                        self.observe(job, agent, counts)  # (else: as `observe`, seen already)
-                frozen = state is restarting and bool(current)
-                options.append(self._options(job, agent,
-                                             self._steps(job, agent, gpn, fair, share, frozen),
-                                             current, fair, share, now, zero_cost, counts))
+                rec = known[job.name] = self._known(job)
+            if job.state.placed:
+                opts = self._placed_options(job, rec, kept, zero, gpn, fair, share, now, plain)
+                if type(opts) is tuple:  # its kept placement first (`_kept_first`)
+                    options[j] = opts[4]
+                    bounds.append((-opts[6], j, opts[5]))
+                    later[j] = opts[7]
+                else:
+                    made.append(j)
+                    options[j] = opts
                 continue
-            # waiting (most of a long queue): `_steps` and `_options` inlined
-            steps = rec[3]
+            # waiting (most of a long queue): `_steps` inlined
+            agent, steps = rec[1], rec[3]
             if steps is None or (agent is not None and (
                     rec[2] is not agent.model or steps[0] != agent.max_profiled_replicas)):
                 steps = (0 if agent is None else agent.max_profiled_replicas,
                          self._steps(job, agent, gpn, fair, share, False))
                 rec[2], rec[3] = None if agent is None else agent.model, steps
-            steps = steps[1]
             if not plain:
-                options.append(self._options(job, agent, steps, None, fair, share, now,
-                                             zero_cost))
+                made.append(j)
+                options[j] = self._options(job, agent, steps[1], None, fair, share, now,
+                                           zero_cost)
                 continue
-            age = max(now - spec.arrival, 0.0)  # `restart_factor`
-            factor = max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
-            if len(steps) == 1:
-                r, ss = steps[0]
-                options.append([zero, (r, (ss * factor + SPEEDUP_FLOOR) ** p, None)])
-            else:
-                options.append([zero, *[(r, (ss * factor + SPEEDUP_FLOOR) ** p, None)
-                                        for r, ss in steps]])
+            # its options are made only if the greedy reaches its bound (`choose`)
+            bound = rec[5]
+            if (bound is None or bound[1] < now or bound[3] is not steps
+                    or bound[2] != job.restarts):
+                bound = rec[5] = _bound(spec, job.restarts, steps, now, zero_cost, p, gpus)
+            bounds.append((bound[0], j, whole))
         if len(known) > 2 * len(jobs) + 1000:
             active = {j.name for j in jobs}
             self._agent_of = {k: v for k, v in known.items() if k in active}
             self._steps_memo = {k: v for k, v in memo.items() if k in active}
-        return agents, options, kept
+        return options, kept, made, (bounds, later)
+
+    def _placed_options(self, job: JobStatus, rec: list, kept: dict, zero: tuple, gpn: int,
+                        fair: int, share: float, now: float, plain: bool
+                        ) -> list[tuple[int, float, Placement | None]] | tuple:
+        """`options` of a placed job (`rec`: its `_known` record), its agent observed first if
+        it runs; its current placement, counts and speedup there into `kept`. Its current
+        placement, counts and kept option are remembered until its workers or its agent's fit
+        change (the record is remade with the fair share). Instead of its options, its
+        `_kept_first` record when its first move is surely to its kept placement."""
+        agent, workers, state = rec[1], job.workers, job.state
+        at = rec[6]  # [workers as last seen, current placement, counts, kept, `_kept_first`]
+        if at is None or at[0] != workers:
+            current = {n: c for n, c in workers.items() if c}
+            at = rec[6] = [dict(workers), current, placement_counts(current), None, None]
+        if agent is not None and state is JobState.RUNNING and workers:
+            epochs = rec[4]
+            if epochs is None or agent.seen != (
+                    at[2], min(int(job.progress / epochs[0]), epochs[1])):
+                self.observe(job, agent, at[2])  # (else: as `observe`, seen already)
+        frozen = state is JobState.RESTARTING and bool(at[1])
+        model, most = (None, 0) if agent is None else (agent.model, agent.max_profiled_replicas)
+        first = at[4]  # its `_kept_first` record, + (fit, most replicas, frozen, kept entry)
+        if (not plain or first is None or first[8] is not model or first[9] != most
+                or first[10] is not frozen or first[2] < now or first[1] != job.restarts):
+            first = self._kept_record(job, agent, at, kept, zero, gpn, fair, share, now, plain,
+                                      frozen)
+            if type(first) is list:  # (its options)
+                return first
+        kept[job.name] = first[11]
+        if first[4] is not None:
+            return first
+        return self._kept_options(job, first[0], first[3][1], now, zero)
+
+    def _kept_record(self, job: JobStatus, agent: Agent | None, at: list, kept: dict,
+                     zero: tuple, gpn: int, fair: int, share: float, now: float, plain: bool,
+                     frozen: bool) -> tuple | list:
+        """`_placed_options`' record of a placed job (`at`): its steps (`_steps`), kept option
+        and `_kept_first` record, made anew; not `plain` or without workers: its `_options`."""
+        current, counts = at[1], at[2]
+        model = None if agent is None else agent.model
+        hit = self._steps_memo.get(job.name)  # `_steps`' memo, checked as there
+        most = 0 if agent is None else agent.max_profiled_replicas
+        if (hit is not None and hit[0] is job.spec and hit[1] is model and hit[3] is frozen
+                and hit[2] == most):
+            steps = hit[4]
+        else:
+            steps = self._steps(job, agent, gpn, fair, share, frozen)
+        if not plain or not current:  # (no kept option without workers)
+            kept[job.name] = (current, counts, None)
+            return self._options(job, agent, steps, current, fair, share, now, zero[1], counts)
+        keep = at[3]
+        if keep is None or keep[0] is not model:
+            s = self.speedup(agent, len(counts), sum(counts), fair)
+            keep = at[3] = (model, (sum(counts), self.cost(s * share), current), s)
+        first = _kept_first(steps, keep, job, now, zero[1], self.p, self._steps_on[0])
+        at[4] = first = (*first, model, most, frozen, (current, counts, keep[2]))
+        return first
+
+    def _kept_options(self, job: JobStatus, steps: list[tuple[int, float]], keep: tuple,
+                      now: float, zero: tuple) -> list[tuple[int, float, Placement | None]]:
+        """`_options` of a placed job (p < 0, `cost` inlined) from its steps and its kept
+        option `keep`."""
+        age = max(now - job.spec.arrival, 0.0)
+        factor = max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
+        p = self.p
+        out = [zero]
+        for r, ss in steps:
+            out.append((r, (ss * factor + SPEEDUP_FLOOR) ** p, None))
+        bisect.insort_right(out, keep, key=_gpus_cost)
+        return out
+
+    def _expander(self, jobs: list[JobStatus], now: float):
+        """`choose`'s `expand`: the options of job j that `_round_options` left out, as
+        `_options` makes them from its steps of this round."""
+        zero = (0, self.cost(0.0), None)
+        p, known = self.p, self._agent_of
+
+        def expand(j: int) -> list[tuple[int, float, Placement | None]]:
+            job = jobs[j]
+            if job.state.placed:  # its `_kept_first` record: (steps, ..., kept option, ...)
+                first = known[job.name][6][4]
+                return self._kept_options(job, first[0], first[3][1], now, zero)
+            age = max(now - job.spec.arrival, 0.0)  # `restart_factor`
+            factor = max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
+            return [zero, *[(r, (ss * factor + SPEEDUP_FLOOR) ** p, None)
+                            for r, ss in known[job.name][3][1]]]
+
+        return expand
 
     def _known(self, job: JobStatus) -> list:
         """What `_round_options` keeps of a job: [its spec, `agent(job)`, the agent's model and
-        (its most profiled replicas, its `_steps` unfrozen) once asked, and for an agent of a
-        job with a fixed batch (work per epoch, last epoch) as `epoch_of` computes its epoch]."""
+        (its most profiled replicas, its `_steps` unfrozen) once asked, for an agent of a job
+        with a fixed batch (work per epoch, last epoch) as `epoch_of` computes its epoch, its
+        `_bound` while waiting, `_placed_options`' record while placed, and whether it asks
+        for whole numbers of each resource (`_round_trip_exact`)]."""
         agent = self.agent(job)
         epochs = None
         if agent is not None and not job.spec.adaptive_batch:
             app = app_goodput(self.perf, job.spec.application)
             epochs = (job.spec.total_work / app.epochs, app.epochs - 1)
-        return [job.spec, agent, None, None, epochs]
+        return [job.spec, agent, None, None, epochs, None, None, _whole_demands(job.spec)]
 
-    def choose(self, options: list[list], budget: int) -> list[int]:
+    def choose(self, options: list[list], budget: int,
+               lazy: tuple[list, Any] | None = None) -> list[int]:
         """Greedy: the chosen option per job, starting from 0 GPUs, each step the move to a
-        larger option with the largest drop in cost per added GPU that fits in `budget`."""
+        larger option with the largest drop in cost per added GPU that fits in `budget`.
+        `lazy`: (entries, expand, made, later): job j's options are `expand(j)` unless j is in
+        `made`. Its entry is (-bound, j, -2 - budget), its options made when it is popped
+        and its move then pushed with that budget: no move of it has a ratio above `bound`
+        (so every move popped before is popped as when its options were there from the
+        start); or, j in `later`, the exact entry of its first move (its kept placement, in
+        `options[j]` at that index), and `later[j]` bounds its next move (None: none)."""
         chosen = [0] * len(options)
         heap: list[tuple[float, int, int]] = []
 
@@ -420,31 +536,47 @@ class PolluxPolicy(Policy):
             if target >= 0:
                 heapq.heappush(heap, (-best, j, target))
 
-        c_zero = 0.0
-        for j, opts in enumerate(options):
+        for j in range(len(options)) if lazy is None else lazy[2]:
+            opts = options[j]
             if len(opts) == 2 and opts[0][0] == 0:  # `push` of a job with one size (most)
                 g, c = opts[1][0], opts[1][1]
                 if g > budget or g == 0:
                     continue
-                c_zero = opts[0][1]
-                ratio = (c_zero - c) / g
+                ratio = (opts[0][1] - c) / g
                 if ratio > 0.0 + 1e-15:
                     heap.append((-ratio, j, 1))
-            else:
+            elif len(opts) > 1:
                 push(j)
+        later: dict[int, float | None] = {}
+        if lazy is not None:
+            heap += lazy[0]
+            expand, later = lazy[1], lazy[3]
         heapq.heapify(heap)  # entries differ in `j`: popped in the same order as pushed one by one
         while heap:
             if budget <= 0:  # every move left needs a GPU more: none is taken (nor pushed)
                 break
             _, j, t = heapq.heappop(heap)
+            if t < 0:  # a bound: the move `push` made with budget -2 - t, made now
+                options[j] = expand(j)
+                later.pop(j, None)
+                budget, left = -2 - t, budget
+                push(j)
+                budget = left
+                continue
             need = options[j][t][0] - options[j][chosen[j]][0]
             if need > budget:
+                if j in later:
+                    options[j] = expand(j)
+                    del later[j]
                 push(j)
                 continue
             budget -= need
             chosen[j] = t
             if t + 1 < len(options[j]):  # else no larger option to push
-                push(j)
+                if j not in later:
+                    push(j)
+                elif later[j] is not None:  # its next move's bound, made when popped
+                    heapq.heappush(heap, (-later[j], j, -2 - budget))
         return chosen
 
     def schedule(self, state: ClusterState) -> list[Action]:
@@ -457,16 +589,21 @@ class PolluxPolicy(Policy):
         fair = math.ceil(gpus / len(jobs))  # pollux.py: ceil(1 / dominant share / jobs)
         share = nodes / gpus  # dominant share (1 GPU of all) × number of nodes
         jobs.sort(key=_by_service)  # (attained service, arrival, name)
-        agents, options, kept = self._round_options(jobs, gpus, gpn, fair, share, state.now)
-        chosen = self.choose(options, gpus)
+        options, kept, made, (bounds, later) = self._round_options(jobs, gpus, gpn, fair,
+                                                                   share, state.now)
+        chosen = self.choose(options, gpus, (bounds, self._expander(jobs, state.now), made,
+                                             later))
         plan = self.place(state, jobs, options, chosen, gpn)
         self.last_placements = plan
         # a job left out of the plan (most of a long queue): 0 GPUs, speedup 0
-        self.last_plan = {j.name: sum(plan[j.name].values()) if j.name in plan else 0
-                          for j in jobs}
-        self.last_speedup = {j.name: self._plan_speedup(a, plan[j.name], kept.get(j.name), fair)
-                             if j.name in plan else 0.0 for j, a in zip(jobs, agents)}
-        return actions + in_applicable_order(state, self.actions(jobs, plan))
+        names = [j.name for j in jobs]
+        self.last_plan = last_plan = dict.fromkeys(names, 0)
+        self.last_speedup = last_speedup = dict.fromkeys(names, 0.0)
+        known = self._agent_of
+        for name, planned in plan.items():
+            last_plan[name] = sum(planned.values())
+            last_speedup[name] = self._plan_speedup(known[name][1], planned, kept.get(name), fair)
+        return actions + in_applicable_order(state, self.actions(jobs, plan, kept))
 
     def _plan_speedup(self, agent: Agent | None, planned: Placement | None,
                       kept: tuple[Placement, tuple[int, ...]] | None, fair: int) -> float:
@@ -474,8 +611,12 @@ class PolluxPolicy(Policy):
         placement and its counts, which the plan often is."""
         if not planned:
             return 0.0
-        counts = kept[1] if kept is not None and kept[0] is planned else \
-            placement_counts(planned)
+        if kept is not None and kept[0] is planned:
+            if kept[2] is not None:  # its speedup there, as `speedup` gives it
+                return kept[2]
+            counts = kept[1]
+        else:
+            counts = placement_counts(planned)
         return self.speedup(agent, len(counts), sum(counts), fair)
 
     def place(self, state: ClusterState, jobs: list[JobStatus], options: list[list],
@@ -488,7 +629,7 @@ class PolluxPolicy(Policy):
         # Every placed job's resources go back, then the kept placements are taken again.
         # When that round trip cannot change what the ledger answers it is skipped for the
         # kept ones (`_round_trip_exact`); an empty placement's is always (a no-op).
-        skip_kept = self._round_trip_exact(ledger, [jobs[j] for j in placed])
+        skip_kept = self._round_trip_exact(ledger, [jobs[j] for j in placed], self._agent_of)
         for j in placed:
             job = jobs[j]
             if skip_kept and options[j][chosen[j]][2] is not None:
@@ -500,7 +641,9 @@ class PolluxPolicy(Policy):
         plan: dict[str, Placement] = {}
         self.ps_plan: dict[str, Placement] = {}
         order = []
-        for j, job in enumerate(jobs):
+        # a job at its first option (0 GPUs: most of a long queue) keeps nothing, takes nothing
+        for j in [j for j, t in enumerate(chosen) if t]:
+            job = jobs[j]
             keep = options[j][chosen[j]][2]
             if keep is not None:
                 if not skip_kept:
@@ -532,7 +675,7 @@ class PolluxPolicy(Policy):
         return plan
 
     @staticmethod
-    def _round_trip_exact(ledger, placed: list[JobStatus]) -> bool:
+    def _round_trip_exact(ledger, placed: list[JobStatus], known: dict | None = None) -> bool:
         """Giving a placed job's resources back to `ledger` and taking the same placement
         again leaves every answer of the ledger as it was: no placement plugin mirrors it, its
         free CPU, memory and GPUs are whole numbers (so adding and subtracting whole demands is
@@ -542,17 +685,20 @@ class PolluxPolicy(Policy):
         if ledger.view is not None:
             return False
         for job in placed:
-            for d in (job.spec.worker_demand, job.spec.ps_demand):
-                if not (float(d.cpu).is_integer() and float(d.mem).is_integer()
-                        and float(d.gpu).is_integer()):
-                    return False
+            rec = known.get(job.name) if known else None  # (`_known`: this round's jobs)
+            if not (rec[7] if rec is not None and rec[0] is job.spec else
+                    _whole_demands(job.spec)):
+                return False
         free, gpus = ledger.free, ledger.gpu_free
         return bool(np.array_equal(free, np.floor(free))
                     and ((gpus == 0.0) | (gpus == 1.0) | (gpus == -1.0)).all())
 
-    def actions(self, jobs: list[JobStatus], plan: dict[str, Placement]) -> list[Action]:
+    def actions(self, jobs: list[JobStatus], plan: dict[str, Placement],
+                kept: dict[str, tuple] | None = None) -> list[Action]:
+        """`kept`: a placed job's current placement first in each (`_round_options`)."""
         out: list[Action] = []
         waits = 0
+        kept = kept or {}
         for job in jobs:
             new = plan.get(job.name, {})
             if not new and not job.state.placed:  # most of a long queue: waits on
@@ -560,7 +706,10 @@ class PolluxPolicy(Policy):
                     out.append(Wait(job.name, _NO_GPU))
                     waits += 1
                 continue
-            current = {n: c for n, c in job.workers.items() if c}
+            hit = kept.get(job.name)
+            current = hit[0] if hit is not None else {n: c for n, c in job.workers.items() if c}
+            if new is current and new:  # kept as it is (most placed jobs): no action
+                continue
             r = sum(new.values())
             if job.state.placed:
                 if not new:
@@ -600,10 +749,74 @@ def _gpus_cost(option: tuple) -> tuple:
     return option[0], option[1]
 
 
+def _whole_demands(spec) -> bool:
+    """Whether the job asks for whole numbers of CPU, memory and GPUs (workers and PS)."""
+    return all(float(d.cpu).is_integer() and float(d.mem).is_integer()
+               and float(d.gpu).is_integer() for d in (spec.worker_demand, spec.ps_demand))
+
+
 def _cluster_size(state: ClusterState) -> tuple[int, int]:
     """(GPUs, nodes) of the nodes that are up (at least 1 each)."""
     up = state.capacity[state.node_up]
     return max(int(up[:, 2].sum()), 1), max(int(np.count_nonzero(up[:, 2] > 0)), 1)
+
+
+BOUND_AHEAD = 3600.0  # s: how long a waiting job's bound (`_bound`) holds
+
+
+def _bound(spec, restarts: int, steps: tuple, now: float, zero_cost: float, p: float,
+           budget: int) -> tuple[float, float, int, tuple]:
+    """(-bound, until, restarts, steps): `bound` no smaller than the ratio of a waiting job's
+    first move (`choose`, p < 0) in any round up to `until`, while its restarts and `steps`
+    (`_round_options`'s record) stay. Its restart factor only grows with its age, and its
+    costs fall as the factor grows, so the factor at `until` bounds the ratio; the margin
+    covers rounding."""
+    until = now + BOUND_AHEAD
+    age = max(until - spec.arrival, 0.0)
+    factor = max(age - restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
+    best = 0.0
+    for r, ss in steps[1]:
+        if 0 < r <= budget:
+            best = max(best, (zero_cost - (ss * factor + SPEEDUP_FLOOR) ** p) / r)
+    return -(best + 1e-9 * (abs(best) + abs(zero_cost)) + 1e-12), until, restarts, steps
+
+
+def _kept_first(steps: list[tuple[int, float]], keep: tuple, job: JobStatus, now: float,
+                zero_cost: float, p: float, budget: int) -> tuple:
+    """(steps, restarts, until, keep, options, t, ratio, next): when, in every round up to
+    `until` while its restarts, `steps` and kept option (`keep[1]`) stay, a placed job's first
+    move (`choose`'s `push` from 0 GPUs with `budget`) is surely to its kept placement:
+    `options` its `_kept_options` with only the first and that one (index `t`) in place,
+    `ratio` that move's, `next` a bound on its next move's (None: it has none). Else options
+    is None. As in `_bound`, the other options' costs at `until` bound theirs now."""
+    until = now + BOUND_AHEAD
+    age = max(until - job.spec.arrival, 0.0)
+    factor = max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
+    gk, ck, _ = option = keep[1]
+    ratio = (zero_cost - ck) / gk
+    before, ahead, nxt, sure = 0.0, 0, None, gk <= budget
+    for r, ss in steps:
+        c = (ss * factor + SPEEDUP_FLOOR) ** p
+        c -= 1e-9 * (abs(c) + abs(zero_cost)) + 1e-12  # no more than its cost now
+        bound = (zero_cost - c) / r
+        bound += 1e-9 * abs(bound) + 1e-12
+        if r < gk:
+            ahead += 1
+            if r <= budget:
+                before = max(before, bound)
+            continue
+        if r == gk and not c > ck:  # (a kept option goes after an equal size no dearer)
+            sure = False
+        if r <= budget and not bound <= ratio + 1e-15:
+            sure = False
+        if r > gk:
+            b = (ck - c) / (r - gk)
+            b += 1e-9 * abs(b) + 1e-12
+            nxt = b if nxt is None else max(nxt, b)
+    if not (sure and ratio > before + 1e-15):
+        return steps, job.restarts, until, keep, None, 0, 0.0, None
+    options = [(0, zero_cost, None)] + [None] * ahead + [option] + [None] * (len(steps) - ahead)
+    return steps, job.restarts, until, keep, options, ahead + 1, ratio, nxt
 
 
 def _fit(ledger, job: JobStatus, replicas: int, gpn: int) -> tuple[Placement, Placement] | None:
