@@ -370,13 +370,17 @@ def test_pods_deleted_for_a_restart_are_marked_as_a_disruption_first(cluster, na
     w = watch.Watch()
 
     def follow():
-        for event in w.stream(api.list_namespaced_pod, namespace, timeout_seconds=120):
-            if event["type"] == "DELETED":
-                pod = event["object"]
-                deleted[pod.metadata.name] = {c.type for c in pod.status.conditions or []
-                                              if c.status == "True"}
-            if stop.is_set():
-                break
+        try:
+            for event in w.stream(api.list_namespaced_pod, namespace, timeout_seconds=120):
+                if event["type"] == "DELETED":
+                    pod = event["object"]
+                    deleted[pod.metadata.name] = {c.type for c in pod.status.conditions or []
+                                                  if c.status == "True"}
+                if stop.is_set():
+                    break
+        except Exception:  # noqa: BLE001 - w.stop() at the end may cut the stream mid-read
+            if not stop.is_set():
+                raise
 
     follower = threading.Thread(target=follow, daemon=True)
     follower.start()
@@ -404,6 +408,42 @@ def test_pods_deleted_for_a_restart_are_marked_as_a_disruption_first(cluster, na
     finally:
         stop.set()
         w.stop()
+        backend.close()
+
+
+@pytest.mark.integration
+def test_a_running_jobs_progress_is_estimated_from_when_its_report_came(cluster, namespace):
+    """Progress reports come every few seconds and the backend reads them when it syncs: a
+    report is dated when the watch brought it (not when read, up to a round later), and
+    between two the estimate a snapshot takes carries the last forward at the job's
+    throughput, while the record checkpoints rest on stays the reported figure."""
+    backend = _backend(cluster, namespace)
+    try:
+        spec = JobSpec("now", "cifar10", backend.now, 1e9, 512, initial_workers=1,
+                       worker_demand=Resources(4, 16, 1))
+        _submit_all(backend, [spec])
+        backend.observe()
+        assert all(o.applied for o in backend.apply([Place("now", "start",
+                                                           {"gpu-node-000": 1})]))
+        _until("a progress report",
+               lambda: backend.observe() and backend.book.by_name["now"].reported > 0,
+               timeout=60)
+        ahead, lags = 0, []
+        for _ in range(40):
+            last = backend._progress_seen["now"]
+            job = backend.observe().jobs["now"]
+            assert job.state is JobState.RUNNING
+            assert job.progress == backend.book.by_name["now"].reported  # the report
+            estimate = backend.estimated_progress(job, backend.now)
+            assert estimate >= job.progress
+            ahead += estimate > job.progress
+            seen = backend._progress_seen["now"]
+            if seen != last:  # a new report: dated when the watch brought it, not now
+                lags.append(backend.now - seen[1])
+            time.sleep(0.25)
+        assert ahead >= 20, f"the estimate was ahead of the report {ahead} times in 40"
+        assert lags and all(lag >= 0 for lag in lags) and max(lags) > 1.0, lags
+    finally:
         backend.close()
 
 

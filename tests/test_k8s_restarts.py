@@ -6,7 +6,7 @@ report, as pods deleted for a rescale do."""
 from __future__ import annotations
 
 from workbench.clusters import make_cluster
-from workbench.k8s.restarts import RestartMeter
+from workbench.k8s.restarts import RestartMeter, progress_now
 from workbench.model import JobSpec, JobState, JobStatus, Place, Scale, Suspend
 from workbench.sim import SimBackend
 
@@ -82,3 +82,29 @@ def test_finished_jobs_are_forgotten_and_the_median_is_used_once_enough_are_meas
         meter.observed([job], 100.0 + d)
     assert sorted(meter.delays) == [10.0, 20.0, 50.0]
     assert meter.delay(default=30.0) == 20.0
+
+
+def test_progress_is_carried_forward_from_the_report_but_not_over_a_stop():
+    job = _running(480.0, 2.0)
+    job.last_start = 50.0
+    assert progress_now(job, (480.0, 100.0), 110.0) == 500.0  # 10 s after the report, at 2/s
+    assert progress_now(job, None, 110.0) == 480.0  # no report seen: the record
+    # stopped at 120 s, resumed at 400 s from its checkpoint at the same 480: the report is
+    # unchanged, but the 280 s it was stopped made no progress
+    job.last_start = 400.0
+    assert progress_now(job, (480.0, 100.0), 410.0) == 500.0
+    job.state = JobState.RESTARTING
+    assert progress_now(job, (480.0, 100.0), 410.0) == 480.0  # not running: its record
+    job.state, job.last_start = JobState.RUNNING, 50.0
+    assert progress_now(job, (480.0, 100.0), 1e9) == job.spec.total_work  # never past the end
+
+
+def test_a_delay_is_measured_to_when_the_report_came_not_when_it_was_read():
+    meter = RestartMeter()
+    job = _running(480.0, 2.0)
+    meter.applied(Scale("a", "grow", {"n": 4}), job, 100.0, estimate=500.0)
+    job.state, job.throughput, job.progress = JobState.RUNNING, 4.0, 600.0
+    # read at 190 s, a round after the report came at 160 s: 60 s after the rescale, 100
+    # iterations past 500 at 4/s; 30 s more if it were measured when read
+    meter.observed([job], 190.0, reported_at={"a": 160.0})
+    assert list(meter.delays) == [60.0 - 100.0 / 4.0]

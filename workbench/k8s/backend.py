@@ -40,7 +40,7 @@ from .binder import Binder
 from .cache import Clock, ClusterCache
 from .reconcile import JobBook, Reconciler
 from .rest import Rest
-from .restarts import DEFAULT_RESTART_DELAY, RestartMeter
+from .restarts import DEFAULT_RESTART_DELAY, RestartMeter, progress_now
 
 log = logging.getLogger("workbench.k8s.backend")
 
@@ -77,7 +77,7 @@ class K8sBackend:
         # what a snapshot's simulator charges per restart: this, or None: as measured here
         self.restart_delay = restart_delay
         self.restarts = RestartMeter()
-        # job -> (iterations its pods last reported, when that report was first seen)
+        # job -> (iterations its pods last reported, when that report reached the watch)
         self._progress_seen: dict[str, tuple[float, float]] = {}
         self.cache = ClusterCache(api_client, namespace, scheduler_name)
         self.binder = Binder(self.rest, threads=threads, events=events)
@@ -208,10 +208,14 @@ class K8sBackend:
         self.reconciler.sync()
         now, seen, tracked = self.now, self._progress_seen, self.book.by_name
         for job in list(self.book.active.values()):
-            reported = tracked[job.name].reported if job.name in tracked else job.progress
+            t = tracked.get(job.name)
+            reported = t.reported if t is not None else job.progress
             if (last := seen.get(job.name)) is None or last[0] != reported:
-                seen[job.name] = (reported, now)
-        self.restarts.observed(self.book.active, now)
+                # when the report reached the watch, not this sync (up to a round later)
+                arrived = t.reported_at if t is not None else None
+                seen[job.name] = (reported, now if arrived is None else
+                                  min(self.clock.at_monotonic(arrived), now))
+        self.restarts.observed(self.book.active, now, {n: at for n, (_, at) in seen.items()})
         if len(seen) > 2 * len(self.book.active) + 64:  # forget finished jobs now and then
             for name in [n for n in seen if n not in self.book.active]:
                 del seen[name]
@@ -221,10 +225,7 @@ class K8sBackend:
         reported throughput from when the report was seen (reports come every few seconds).
         Just after a restart that is below the most it ever reported: the new pods resumed
         from a checkpoint and redo the work done since it."""
-        seen = self._progress_seen.get(job.name)
-        if job.state is not JobState.RUNNING or seen is None:
-            return job.progress
-        return min(seen[0] + job.throughput * max(now - seen[1], 0.0), job.spec.total_work)
+        return progress_now(job, self._progress_seen.get(job.name), now)
 
     def restart_cost(self) -> float:
         """Seconds a snapshot's simulator charges per restart: `restart_delay` when given,

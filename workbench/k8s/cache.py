@@ -67,6 +67,10 @@ class Clock:
     def real(self, seconds: float) -> float:
         return seconds / self.speed
 
+    def at_monotonic(self, mono: float) -> float:
+        """This clock's time at the `time.monotonic()` reading `mono`."""
+        return self.origin + (mono - self.mono0) * self.speed
+
 
 # ---- informers -------------------------------------------------------------------------------
 
@@ -237,6 +241,8 @@ class ClusterCache:
         self.watch_timeout = watch_timeout
         self._wanted_kinds = kinds.CUSTOM_KINDS if jobs else ()
         self.custom: dict[str, Informer] = {}  # kind -> informer, for the CRDs installed
+        # pod uid -> time.monotonic() when its progress report last changed in the watch
+        self.report_arrivals: dict[str, float] = {}
         self.not_installed: list[str] = []  # kinds whose CRD the cluster does not have
         self._demand: dict[str, Resources] = {}  # pod uid -> requests (immutable per pod)
 
@@ -326,8 +332,12 @@ class ClusterCache:
         if kind == "RESYNC":
             self._bump(True)
             return
+        if kind != "DELETED" and \
+                _annotation(new, labels.PROGRESS) != _annotation(old, labels.PROGRESS):
+            self.report_arrivals[new["metadata"]["uid"]] = time.monotonic()
         if kind == "DELETED":
             self._demand.pop(new["metadata"]["uid"], None)
+            self.report_arrivals.pop(new["metadata"]["uid"], None)
             decisive = bool(new["spec"].get("nodeName")) or self.is_ours(new)
         elif kind == "ADDED":
             decisive = self.is_ours(new) and not new["spec"].get("nodeName")
@@ -575,6 +585,7 @@ class Report:
     throughput: float = 0.0
     metric: float | None = None
     time: float = 0.0
+    uid: str = ""  # the reporting pod's (empty: no report, the checkpoint)
 
 
 def progress_of(pod: dict) -> Report:
@@ -589,9 +600,14 @@ def progress_of(pod: dict) -> Report:
         metric = data.get("metric")
         return Report(max(float(data.get("iterations", 0.0)), checkpoint),
                       float(data.get("throughput") or 0.0),
-                      None if metric is None else float(metric), float(data.get("time") or 0.0))
+                      None if metric is None else float(metric), float(data.get("time") or 0.0),
+                      pod["metadata"].get("uid", ""))
     except (ValueError, TypeError, AttributeError):
         return Report(checkpoint)
+
+
+def _annotation(obj: dict | None, key: str) -> str | None:
+    return ((obj or {}).get("metadata", {}).get("annotations") or {}).get(key)
 
 
 def checkpoint_of(pod: dict) -> float:

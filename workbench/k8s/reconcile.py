@@ -62,6 +62,7 @@ class TrackedJob:
     # iterations its current pods last reported: below `status.progress` (the most ever seen)
     # after a restart, until the new pods have redone the work lost since the last report
     reported: float = 0.0
+    reported_at: float | None = None  # monotonic: when that report reached the watch
     partial: bool = False  # placed pod by pod (kube-default): a partial gang is allowed
     missing_since: float | None = None  # monotonic: when its pods were last seen
     last_sync: float = 0.0
@@ -401,6 +402,7 @@ class Reconciler:
         job.last_sync = now
         report = group.progress()
         job.reported = min(report.iterations, st.spec.total_work)
+        job.reported_at = self.cache.report_arrivals.get(report.uid)
         st.progress = max(st.progress, job.reported)
         if report.metric is not None:
             st.metric = report.metric

@@ -34,6 +34,17 @@ class _Mark:
     seen: float  # its progress as the backend saw it then: a report passing it is the new pods'
 
 
+def progress_now(job: JobStatus, seen: tuple[float, float] | None, now: float) -> float:
+    """A running job's progress at `now`: its pods' last report (`seen`: the figure, and when
+    it was first seen) carried forward at the job's throughput, from when it was seen or from
+    when the job last started, whichever is later (a job resumed at its last report shows
+    that figure until its new pods report: the time it was stopped is no progress)."""
+    if job.state is not JobState.RUNNING or seen is None:
+        return job.progress
+    since = max(seen[1], job.last_start if job.last_start is not None else seen[1])
+    return min(seen[0] + job.throughput * max(now - since, 0.0), job.spec.total_work)
+
+
 class RestartMeter:
     """Measures restart delays from a backend's actions and the progress it then sees."""
 
@@ -55,8 +66,11 @@ class RestartMeter:
             resume = self._stopped.pop(name, estimate)
             self._marks[name] = _Mark(now, resume, job.progress)
 
-    def observed(self, jobs: Mapping[str, JobStatus] | Iterable[JobStatus], now: float) -> None:
-        """Measure the marked jobs whose new pods have reported past the old progress."""
+    def observed(self, jobs: Mapping[str, JobStatus] | Iterable[JobStatus], now: float,
+                 reported_at: Mapping[str, float] | None = None) -> None:
+        """Measure the marked jobs whose new pods have reported past the old progress, as of
+        when that report came (`reported_at`, by job; else `now`): a report read a round
+        after it came would count the wait as delay."""
         active = jobs if isinstance(jobs, Mapping) else {j.spec.name: j for j in jobs}
         for name, mark in list(self._marks.items()):
             job = active.get(name)
@@ -68,7 +82,8 @@ class RestartMeter:
                     job.progress <= mark.seen:
                 continue
             del self._marks[name]
-            delay = (now - mark.at) - (job.progress - mark.progress) / job.throughput
+            at = reported_at.get(name, now) if reported_at is not None else now
+            delay = (at - mark.at) - (job.progress - mark.progress) / job.throughput
             self.delays.append(max(delay, 0.0))
 
     def delay(self, default: float) -> float:
