@@ -38,8 +38,9 @@ import bisect
 import heapq
 import math
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -48,6 +49,7 @@ from ..model import (
     Action,
     ClusterState,
     JobKind,
+    JobSpec,
     JobState,
     JobStatus,
     Place,
@@ -84,7 +86,174 @@ class Agent:
     def profile(self, key: tuple[int, int, int], point: tuple[float, float]) -> None:
         """Record the step and sync times measured at `key` (nodes, replicas, atomic)."""
         self.points[key] = point
-        self.max_profiled_replicas = max(self.max_profiled_replicas, key[1])
+        _, replicas, _ = key
+        self.max_profiled_replicas = max(self.max_profiled_replicas, replicas)
+
+
+# One shape a job may take in a round (`options`), what the greedy (`choose`) moves between:
+# (GPUs, its term of the objective there (`cost`), its current placement when the shape is to
+# keep it as it is, else None). A plain tuple, read by unpacking: a Philly simulation makes
+# tens of millions, and a NamedTuple's constructor made it ~10 % slower.
+Option = tuple[int, float, Placement | None]
+
+
+class _Current(NamedTuple):
+    """A placed job's current placement (its workers without empty nodes), its
+    `placement_counts` and its speedup there (None: not known yet)."""
+
+    placement: Placement
+    counts: tuple[int, ...]
+    speedup: float | None
+
+
+class _StepsContext(NamedTuple):
+    """What every job's `_steps` depend on besides the job: the GPUs of the nodes that are up,
+    GPUs per node, the fair share (replicas) and the dominant share × number of nodes."""
+
+    gpus: int
+    gpn: int
+    fair: int
+    share: float
+
+
+class _StepsMemo(NamedTuple):
+    """A job's `_steps`, with what they were made from (its spec, its agent's fit and most
+    profiled replicas, whether it was frozen)."""
+
+    spec: JobSpec
+    model: GoodputModel | None
+    most_replicas: int
+    frozen: bool
+    steps: list[tuple[int, float]]
+
+
+class _FitSteps(NamedTuple):
+    """A waiting job's `_steps` (not frozen), with its agent's fit and most profiled replicas
+    they were made from (None and 0 without an agent)."""
+
+    model: GoodputModel | None
+    most_replicas: int
+    steps: list[tuple[int, float]]
+
+
+class _Bound(NamedTuple):
+    """A waiting job's `_bound`: minus a bound on the ratio of its first move (`choose`'s
+    entry key) in any round up to `until`, while its restarts and `fit_steps` stay."""
+
+    neg_bound: float
+    until: float
+    restarts: int
+    fit_steps: _FitSteps
+
+
+class _Kept(NamedTuple):
+    """A placed job's kept option (its current placement as an `Option`) and its speedup
+    there, made with its agent's fit `model`."""
+
+    model: GoodputModel | None
+    option: Option
+    speedup: float
+
+
+class _SureKeep(NamedTuple):
+    """`_kept_first`'s answer for a placed job whose first move is surely to its kept
+    placement: `options` its `_kept_options` with only the first and the kept one (index
+    `move`) in place (None elsewhere), `ratio` that move's ratio, `next_bound` a bound on the
+    ratio of its next move (None: it has none)."""
+
+    options: list[Option | None]
+    move: int
+    ratio: float
+    next_bound: float | None
+
+
+@dataclass(slots=True)
+class _KeptFirst:
+    """What `_kept_record` made of a placed job: its steps, its kept option and whether its
+    first move is surely to it (`sure`, `_kept_first`), which hold up to `until` while its
+    restarts, its agent's fit (`model`, `most_replicas`) and `frozen` stay; `current` is its
+    entry of `_round_options`' kept placements."""
+
+    steps: list[tuple[int, float]]
+    restarts: int
+    until: float
+    keep: _Kept
+    sure: _SureKeep | None
+    model: GoodputModel | None
+    most_replicas: int
+    frozen: bool
+    current: _Current
+
+
+@dataclass(slots=True)
+class _Placed:
+    """A placed job's placement as `_placed_options` last saw it: its workers then (a copy),
+    its current placement (without empty nodes) and counts, its kept option once made, its
+    `_kept_record` once made. Remade when its workers change."""
+
+    workers: Placement
+    current: Placement
+    counts: tuple[int, ...]
+    keep: _Kept | None = None
+    first: _KeptFirst | None = None
+
+
+@dataclass(slots=True)
+class _JobRecord:
+    """What `_round_options` keeps of a job (`_known`), remade when its spec changes: its
+    agent (`agent(job)`); for an agent of a job with a fixed batch, the work per epoch and the
+    last epoch as `epoch_of` computes its epoch (else None); whether it asks for whole numbers
+    of each resource (`_round_trip_exact`); its `_steps` unfrozen with their fit once asked,
+    its `_bound` while waiting, and its placement's record while placed."""
+
+    spec: JobSpec
+    agent: Agent | None
+    epoch_work: float | None
+    last_epoch: int
+    whole_demands: bool
+    fit_steps: _FitSteps | None = None
+    bound: _Bound | None = None
+    placed: _Placed | None = None
+
+
+@dataclass(slots=True)
+class _Round:
+    """What a round's options depend on besides the job: the GPUs of the nodes that are up,
+    GPUs per node, the fair share, the dominant share × number of nodes, the time, the cost
+    of 0 GPUs and every job's first option (0 GPUs at that cost), and whether the lazy greedy
+    applies (`plain`: p < 0 and this class's restart factor, which bounds and kept first moves
+    assume)."""
+
+    gpus: int
+    gpn: int
+    fair: int
+    share: float
+    now: float
+    zero_cost: float
+    zero: Option
+    plain: bool
+
+
+class _RoundOptions(NamedTuple):
+    """`_round_options`' answer: each job's options (unmade ones: [its first option], or a
+    placed job's `_SureKeep` options), each placed job's `_Current`, the jobs whose options
+    were made, `choose`'s entries of the others, and the bounds on the next moves of placed
+    jobs entered at their kept placement (`later`)."""
+
+    options: list[list[Option | None]]
+    kept: dict[str, _Current]
+    made: list[int]
+    bounds: list[tuple[float, int, int]]
+    later: dict[int, float | None]
+
+
+class _Lazy(NamedTuple):
+    """`choose`'s `lazy` argument (any 4-tuple in this order does)."""
+
+    entries: list[tuple[float, int, int]]
+    expand: Callable[[int], list[Option]]
+    made: list[int]
+    later: dict[int, float | None]
 
 
 def epoch_of(perf, job: JobStatus) -> int:
@@ -120,9 +289,9 @@ class PolluxPolicy(Policy):
         self.last_placements: dict[str, Placement] = {}  # the last round's plan
         # per job, its option sizes and speedup × share (what `options` needs but the restart
         # factor), with what they were computed from (`_steps`)
-        self._steps_memo: dict[str, tuple] = {}
-        self._steps_on: tuple | None = None  # (GPUs, GPUs per node, fair share, share) of those
-        self._agent_of: dict[str, list] = {}  # job -> what `_round_options` keeps (`_known`)
+        self._steps_memo: dict[str, _StepsMemo] = {}
+        self._steps_on: _StepsContext | None = None  # what those were computed in
+        self._agent_of: dict[str, _JobRecord] = {}  # job -> what `_round_options` keeps
         self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
         # (app, fit, gradient statistics, fixed batch) -> (model, its goodputs), shared by agents
         self._shared_fits: dict[tuple, tuple] = {}
@@ -182,24 +351,25 @@ class PolluxPolicy(Policy):
                 self._grads = {}
             sqr, var = app.grad_stats(batch)
             grad = self._grads[app, batch, epoch] = (float(sqr[0, epoch]), float(var[0, epoch]))
-        key = (len(counts), sum(counts), atomic)
+        point = (len(counts), sum(counts), atomic)
         changed = grad != agent.grad
-        if key not in agent.points:
-            agent.profile(key, self.perf.step_and_sync(job.spec.application, counts, atomic))
+        if point not in agent.points:
+            agent.profile(point, self.perf.step_and_sync(job.spec.application, counts, atomic))
             changed = True
         agent.grad = grad
         if changed:
             points = tuple(sorted((*k, *v) for k, v in agent.points.items()))
             # agents of one application with the same fit and statistics share the model and
             # its goodputs (what `goodput` answers depends on those alone)
-            key = (app, fit_params(points), grad, agent.fixed_batch)
+            fit = fit_params(points)
+            key = (app, fit, grad, agent.fixed_batch)
             shared = self._shared_fits.get(key)
             if shared is None:
                 if len(self._shared_fits) > 20_000:
                     self._shared_fits = {}
-                shared = self._shared_fits[key] = (GoodputModel(app, key[1], *grad,
+                shared = self._shared_fits[key] = (GoodputModel(app, fit, *grad,
                                                            agent.fixed_batch), {})
-            agent.model, agent.goodputs = shared
+            agent.model, agent.goodputs = shared  # (the model, its goodputs per shape)
 
     def cap(self, job: JobStatus, agent: Agent | None, gpus: int) -> int:
         """Most replicas the job may get (module docstring, rule 4)."""
@@ -275,41 +445,41 @@ class PolluxPolicy(Policy):
     # ---- a round -------------------------------------------------------------------------
 
     def options(self, job: JobStatus, agent: Agent | None, gpus: int, gpn: int, fair: int,
-                share: float, now: float) -> list[tuple[int, float, Placement | None]]:
-        """(GPUs, cost, kept placement or None) for each shape the job may take, by GPUs."""
+                share: float, now: float) -> list[Option]:
+        """Each shape the job may take (`Option`s, by GPUs, its first 0 GPUs)."""
         current = {n: c for n, c in job.workers.items() if c} if job.state.placed else {}
         # still taking up its last change: the artifact's restart (30 s) always ends within
         # its 60 s round, a cluster's may not; re-planning it now would restart it again
         frozen = job.state is JobState.RESTARTING and bool(current)
-        self._steps_context((gpus, gpn, fair, share))
-        return self._options(job, agent, self._steps(job, agent, gpn, fair, share, frozen),
-                             current, fair, share, now, self.cost(0.0),
-                             placement_counts(current) if current else None)
+        self._steps_context(_StepsContext(gpus, gpn, fair, share))
+        zero_cost = self.cost(0.0)
+        rnd = _Round(gpus, gpn, fair, share, now, zero_cost, (0, zero_cost, None), False)
+        return self._options(job, agent, self._steps(job, agent, gpn, fair, share, frozen), rnd,
+                             current, placement_counts(current) if current else None)
 
     def _options(self, job: JobStatus, agent: Agent | None, steps: list[tuple[int, float]],
-                 current: Placement | None, fair: int, share: float, now: float, zero_cost: float,
-                 counts: tuple[int, ...] | None = None
-                 ) -> list[tuple[int, float, Placement | None]]:
+                 rnd: _Round, current: Placement | None = None,
+                 counts: tuple[int, ...] | None = None) -> list[Option]:
         """`options` from the job's `_steps`: their costs at its restart factor now, and its
         current placement kept (`current`, when placed; `counts`: its `placement_counts`)."""
-        factor = self.restart_factor(job, now)
-        out = [(0, zero_cost, None)]
+        factor = self.restart_factor(job, rnd.now)
+        out = [rnd.zero]
         p = self.p
         if p < 0:  # `cost` inlined: the same arithmetic, (s · share · factor + 1e-3) ** p
-            for r, ss in steps:
-                out.append((r, (ss * factor + SPEEDUP_FLOOR) ** p, None))
+            for r, scaled in steps:
+                out.append((r, (scaled * factor + SPEEDUP_FLOOR) ** p, None))
         else:
-            for r, ss in steps:
-                out.append((r, self.cost(ss * factor), None))
+            for r, scaled in steps:
+                out.append((r, self.cost(scaled * factor), None))
         if current:
-            s = self.speedup(agent, len(counts), sum(counts), fair)
-            kept = (sum(counts), self.cost(s * share), current)
+            s = self.speedup(agent, len(counts), sum(counts), rnd.fair)
+            kept = (sum(counts), self.cost(s * rnd.share), current)
             # `out` ascends in GPUs (distinct sizes): the kept placement goes where a stable
             # sort by (GPUs, cost) would put it
             bisect.insort_right(out, kept, key=_gpus_cost)
         return out
 
-    def _steps_context(self, context: tuple) -> bool:
+    def _steps_context(self, context: _StepsContext) -> bool:
         """Forget every job's `_steps` when the cluster's size or the fair share changes
         (True when they were forgotten)."""
         if context != self._steps_on:
@@ -327,199 +497,193 @@ class PolluxPolicy(Policy):
         model = None if agent is None else agent.model
         most = 0 if agent is None else agent.max_profiled_replicas
         hit = self._steps_memo.get(job.name)
-        if (hit is not None and hit[0] is job.spec and hit[1] is model and hit[2] == most
-                and hit[3] is frozen):
-            return hit[4]
+        if (hit is not None and hit.spec is job.spec and hit.model is model
+                and hit.most_replicas == most and hit.frozen is frozen):
+            return hit.steps
         if frozen:
             steps = []
         else:
-            gpus = self._steps_on[0]
-            cap = self.cap(job, agent, gpus)
+            cap = self.cap(job, agent, self._steps_on.gpus)
             sizes = [r for r in range(1, min(cap, gpn) + 1)] + \
                 [k * gpn for k in range(2, cap // gpn + 1)]
             steps = [(r, self.speedup(agent, 1 if r <= gpn else math.ceil(r / gpn), r, fair)
                       * share) for r in sizes if r >= job.spec.min_workers]
-        self._steps_memo[job.name] = (job.spec, model, most, frozen, steps)
+        self._steps_memo[job.name] = _StepsMemo(job.spec, model, most, frozen, steps)
         return steps
 
-    def _round_options(self, jobs: list[JobStatus], gpus: int, gpn: int, fair: int,
-                       share: float, now: float
-                       ) -> tuple[list[list[tuple[int, float, Placement | None]]],
-                                  dict[str, tuple[Placement, tuple[int, ...], float | None]],
-                                  list[int], tuple[list[tuple[float, int, int]], dict]]:
+    def _round_options(self, jobs: list[JobStatus], rnd: _Round) -> _RoundOptions:
         """Each job's `options`, in one pass (a running job's agent observed first): a round
         asks them of every active job, most of them waiting as they were the round before.
-        Also each placed job's current placement (its kept option's), its `placement_counts`
-        and its speedup there (None: not known yet); the jobs whose options were made; and
-        `choose`'s entries of the others (p < 0, `_expander` makes their options): a waiting
-        job's (-bound, j, -2 - GPUs) ([the first option] instead of its options), and a
-        placed job's first move to its kept placement, exact (a list with its first option
-        and that one instead), with the bound of its next move (`later`)."""
-        self._steps_context((gpus, gpn, fair, share))
-        zero = (0, self.cost(0.0), None)  # every job's first option (a tuple: shared)
-        zero_cost = zero[1]
+        Also each placed job's `_Current`; the jobs whose options were made; and `choose`'s
+        entries of the others (`rnd.plain`; `_expander` makes their options): a waiting job's
+        (-bound, j, -2 - GPUs) ([the first option] instead of its options), and a placed job's
+        first move to its kept placement, exact (its `_SureKeep` options instead), with the
+        bound of its next move (`later`)."""
+        self._steps_context(_StepsContext(rnd.gpus, rnd.gpn, rnd.fair, rnd.share))
+        zero_cost, now, p, plain = rnd.zero_cost, rnd.now, self.p, rnd.plain
         known, memo = self._agent_of, self._steps_memo
-        p = self.p
-        plain = p < 0 and type(self).restart_factor is PolluxPolicy.restart_factor
-        none = [zero]  # a waiting job's options until they are made
-        options = [none] * len(jobs)
-        kept: dict[str, tuple[Placement, tuple[int, ...], float | None]] = {}
+        none = [rnd.zero]  # a waiting job's options until they are made
+        options: list[list[Option | None]] = [none] * len(jobs)
+        kept: dict[str, _Current] = {}
         made: list[int] = []
         bounds: list[tuple[float, int, int]] = []
         later: dict[int, float | None] = {}
-        whole = -2 - gpus  # a waiting job's first move is pushed with the whole budget
+        whole = -2 - rnd.gpus  # a waiting job's first move is pushed with the whole budget
         for j, job in enumerate(jobs):
             spec = job.spec
-            rec = known.get(job.name)  # `_known`
-            if rec is None or rec[0] is not spec:
+            rec = known.get(job.name)
+            if rec is None or rec.spec is not spec:
                 rec = known[job.name] = self._known(job)
             if job.state.placed:
-                opts = self._placed_options(job, rec, kept, zero, gpn, fair, share, now, plain)
-                if type(opts) is tuple:  # its kept placement first (`_kept_first`)
-                    options[j] = opts[4]
-                    bounds.append((-opts[6], j, opts[5]))
-                    later[j] = opts[7]
+                opts = self._placed_options(job, rec, kept, rnd)
+                if type(opts) is _SureKeep:  # its kept placement first (`_kept_first`)
+                    options[j] = opts.options
+                    bounds.append((-opts.ratio, j, opts.move))
+                    later[j] = opts.next_bound
                 else:
                     made.append(j)
                     options[j] = opts
                 continue
             # waiting (most of a long queue): `_steps` inlined
-            agent, steps = rec[1], rec[3]
-            if steps is None or (agent is not None and (
-                    rec[2] is not agent.model or steps[0] != agent.max_profiled_replicas)):
-                steps = (0 if agent is None else agent.max_profiled_replicas,
-                         self._steps(job, agent, gpn, fair, share, False))
-                rec[2], rec[3] = None if agent is None else agent.model, steps
+            agent, fit_steps = rec.agent, rec.fit_steps
+            if fit_steps is None or (agent is not None and (
+                    fit_steps.model is not agent.model
+                    or fit_steps.most_replicas != agent.max_profiled_replicas)):
+                fit_steps = rec.fit_steps = _FitSteps(
+                    None if agent is None else agent.model,
+                    0 if agent is None else agent.max_profiled_replicas,
+                    self._steps(job, agent, rnd.gpn, rnd.fair, rnd.share, False))
             if not plain:
                 made.append(j)
-                options[j] = self._options(job, agent, steps[1], None, fair, share, now,
-                                           zero_cost)
+                options[j] = self._options(job, agent, fit_steps.steps, rnd)
                 continue
             # its options are made only if the greedy reaches its bound (`choose`)
-            bound = rec[5]
-            if (bound is None or bound[1] < now or bound[3] is not steps
-                    or bound[2] != job.restarts):
-                bound = rec[5] = _bound(spec, job.restarts, steps, now, zero_cost, p, gpus)
-            bounds.append((bound[0], j, whole))
+            bound = rec.bound
+            if (bound is None or bound.until < now or bound.fit_steps is not fit_steps
+                    or bound.restarts != job.restarts):
+                bound = rec.bound = _bound(spec, job.restarts, fit_steps, now, zero_cost, p,
+                                           rnd.gpus)
+            bounds.append((bound.neg_bound, j, whole))
         if len(known) > 2 * len(jobs) + 1000:
             active = {j.name for j in jobs}
             self._agent_of = {k: v for k, v in known.items() if k in active}
             self._steps_memo = {k: v for k, v in memo.items() if k in active}
-        return options, kept, made, (bounds, later)
+        return _RoundOptions(options, kept, made, bounds, later)
 
-    def _placed_options(self, job: JobStatus, rec: list, kept: dict, zero: tuple, gpn: int,
-                        fair: int, share: float, now: float, plain: bool
-                        ) -> list[tuple[int, float, Placement | None]] | tuple:
+    def _placed_options(self, job: JobStatus, rec: _JobRecord, kept: dict[str, _Current],
+                        rnd: _Round) -> list[Option] | _SureKeep:
         """`options` of a placed job (`rec`: its `_known` record), its agent observed first if
-        it runs; its current placement, counts and speedup there into `kept`. Its current
-        placement, counts and kept option are remembered until its workers or its agent's fit
-        change (the record is remade with the fair share). Instead of its options, its
-        `_kept_first` record when its first move is surely to its kept placement."""
-        agent, workers, state = rec[1], job.workers, job.state
-        at = rec[6]  # [workers as last seen, current placement, counts, kept, `_kept_first`]
-        if at is None or at[0] != workers:
+        it runs; its `_Current` into `kept`. Its current placement, counts and kept option are
+        remembered (`_Placed`) until its workers or its agent's fit change (the record is
+        remade with the fair share). Instead of its options, its `_SureKeep` when its first
+        move is surely to its kept placement."""
+        agent, workers, state = rec.agent, job.workers, job.state
+        placed = rec.placed
+        if placed is None or placed.workers != workers:
             current = {n: c for n, c in workers.items() if c}
-            at = rec[6] = [dict(workers), current, placement_counts(current), None, None]
+            placed = rec.placed = _Placed(dict(workers), current, placement_counts(current))
         if agent is not None and state is JobState.RUNNING and workers:
-            epochs = rec[4]
-            if epochs is None or agent.seen != (
-                    at[2], min(int(job.progress / epochs[0]), epochs[1])):
-                self.observe(job, agent, at[2])  # (else: as `observe`, seen already)
-        frozen = state is JobState.RESTARTING and bool(at[1])
+            if rec.epoch_work is None or agent.seen != (
+                    placed.counts, min(int(job.progress / rec.epoch_work), rec.last_epoch)):
+                self.observe(job, agent, placed.counts)  # (else: as `observe`, seen already)
+        frozen = state is JobState.RESTARTING and bool(placed.current)
         model, most = (None, 0) if agent is None else (agent.model, agent.max_profiled_replicas)
-        first = at[4]  # its `_kept_first` record, + (fit, most replicas, frozen, kept entry)
-        if (not plain or first is None or first[8] is not model or first[9] != most
-                or first[10] is not frozen or first[2] < now or first[1] != job.restarts):
-            first = self._kept_record(job, agent, at, kept, zero, gpn, fair, share, now, plain,
-                                      frozen)
+        first = placed.first
+        if (not rnd.plain or first is None or first.model is not model
+                or first.most_replicas != most or first.frozen is not frozen
+                or first.until < rnd.now or first.restarts != job.restarts):
+            first = self._kept_record(job, agent, placed, kept, rnd, frozen)
             if type(first) is list:  # (its options)
                 return first
-        kept[job.name] = first[11]
-        if first[4] is not None:
-            return first
-        return self._kept_options(job, first[0], first[3][1], now, zero)
+        kept[job.name] = first.current
+        if first.sure is not None:
+            return first.sure
+        return self._kept_options(job, first.steps, first.keep.option, rnd.now, rnd.zero)
 
-    def _kept_record(self, job: JobStatus, agent: Agent | None, at: list, kept: dict,
-                     zero: tuple, gpn: int, fair: int, share: float, now: float, plain: bool,
-                     frozen: bool) -> tuple | list:
-        """`_placed_options`' record of a placed job (`at`): its steps (`_steps`), kept option
-        and `_kept_first` record, made anew; not `plain` or without workers: its `_options`."""
-        current, counts = at[1], at[2]
+    def _kept_record(self, job: JobStatus, agent: Agent | None, placed: _Placed,
+                     kept: dict[str, _Current], rnd: _Round, frozen: bool
+                     ) -> _KeptFirst | list[Option]:
+        """`_placed_options`' record of a placed job (`placed`): its steps (`_steps`), kept
+        option and `_kept_first`, made anew; not `rnd.plain` or without workers: its
+        `_options` (and its `_Current` into `kept`)."""
+        current, counts = placed.current, placed.counts
         model = None if agent is None else agent.model
-        hit = self._steps_memo.get(job.name)  # `_steps`' memo, checked as there
         most = 0 if agent is None else agent.max_profiled_replicas
-        if (hit is not None and hit[0] is job.spec and hit[1] is model and hit[3] is frozen
-                and hit[2] == most):
-            steps = hit[4]
-        else:
-            steps = self._steps(job, agent, gpn, fair, share, frozen)
-        if not plain or not current:  # (no kept option without workers)
-            kept[job.name] = (current, counts, None)
-            return self._options(job, agent, steps, current, fair, share, now, zero[1], counts)
-        keep = at[3]
-        if keep is None or keep[0] is not model:
-            s = self.speedup(agent, len(counts), sum(counts), fair)
-            keep = at[3] = (model, (sum(counts), self.cost(s * share), current), s)
-        first = _kept_first(steps, keep, job, now, zero[1], self.p, self._steps_on[0])
-        at[4] = first = (*first, model, most, frozen, (current, counts, keep[2]))
+        steps = self._steps(job, agent, rnd.gpn, rnd.fair, rnd.share, frozen)
+        if not rnd.plain or not current:  # (no kept option without workers)
+            kept[job.name] = _Current(current, counts, None)
+            return self._options(job, agent, steps, rnd, current, counts)
+        keep = placed.keep
+        if keep is None or keep.model is not model:
+            s = self.speedup(agent, len(counts), sum(counts), rnd.fair)
+            keep = placed.keep = _Kept(model, (sum(counts), self.cost(s * rnd.share), current),
+                                       s)
+        until = rnd.now + BOUND_AHEAD
+        sure = _kept_first(steps, keep.option, job, until, rnd.zero_cost, self.p, rnd.gpus)
+        placed.first = first = _KeptFirst(steps, job.restarts, until, keep, sure, model, most,
+                                          frozen, _Current(current, counts, keep.speedup))
         return first
 
-    def _kept_options(self, job: JobStatus, steps: list[tuple[int, float]], keep: tuple,
-                      now: float, zero: tuple) -> list[tuple[int, float, Placement | None]]:
+    def _kept_options(self, job: JobStatus, steps: list[tuple[int, float]], keep: Option,
+                      now: float, zero: Option) -> list[Option]:
         """`_options` of a placed job (p < 0, `cost` inlined) from its steps and its kept
         option `keep`."""
         age = max(now - job.spec.arrival, 0.0)
         factor = max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
         p = self.p
         out = [zero]
-        for r, ss in steps:
-            out.append((r, (ss * factor + SPEEDUP_FLOOR) ** p, None))
+        for r, scaled in steps:
+            out.append((r, (scaled * factor + SPEEDUP_FLOOR) ** p, None))
         bisect.insort_right(out, keep, key=_gpus_cost)
         return out
 
-    def _expander(self, jobs: list[JobStatus], now: float):
+    def _expander(self, jobs: list[JobStatus], rnd: _Round) -> Callable[[int], list[Option]]:
         """`choose`'s `expand`: the options of job j that `_round_options` left out, as
         `_options` makes them from its steps of this round."""
-        zero = (0, self.cost(0.0), None)
+        zero, now = rnd.zero, rnd.now
         p, known = self.p, self._agent_of
 
-        def expand(j: int) -> list[tuple[int, float, Placement | None]]:
+        def expand(j: int) -> list[Option]:
             job = jobs[j]
-            if job.state.placed:  # its `_kept_first` record: (steps, ..., kept option, ...)
-                first = known[job.name][6][4]
-                return self._kept_options(job, first[0], first[3][1], now, zero)
+            rec = known[job.name]
+            if job.state.placed:  # from its `_kept_record`
+                first = rec.placed.first
+                return self._kept_options(job, first.steps, first.keep.option, now, zero)
             age = max(now - job.spec.arrival, 0.0)  # `restart_factor`
             factor = max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
-            return [zero, *[(r, (ss * factor + SPEEDUP_FLOOR) ** p, None)
-                            for r, ss in known[job.name][3][1]]]
+            return [zero, *[(r, (scaled * factor + SPEEDUP_FLOOR) ** p, None)
+                            for r, scaled in rec.fit_steps.steps]]
 
         return expand
 
-    def _known(self, job: JobStatus) -> list:
-        """What `_round_options` keeps of a job: [its spec, `agent(job)`, the agent's model and
-        (its most profiled replicas, its `_steps` unfrozen) once asked, for an agent of a job
-        with a fixed batch (work per epoch, last epoch) as `epoch_of` computes its epoch, its
-        `_bound` while waiting, `_placed_options`' record while placed, and whether it asks
-        for whole numbers of each resource (`_round_trip_exact`)]."""
+    def _known(self, job: JobStatus) -> _JobRecord:
+        """A new `_JobRecord` of the job: its spec, agent, epoch arithmetic and whether its
+        demands are whole; the rest is filled in as `_round_options` asks."""
         agent = self.agent(job)
-        epochs = None
+        epoch_work, last_epoch = None, 0
         if agent is not None and not job.spec.adaptive_batch:
             app = app_goodput(self.perf, job.spec.application)
-            epochs = (job.spec.total_work / app.epochs, app.epochs - 1)
-        return [job.spec, agent, None, None, epochs, None, None, _whole_demands(job.spec)]
+            epoch_work, last_epoch = job.spec.total_work / app.epochs, app.epochs - 1
+        return _JobRecord(job.spec, agent, epoch_work, last_epoch, _whole_demands(job.spec))
 
-    def choose(self, options: list[list], budget: int,
-               lazy: tuple[list, Any] | None = None) -> list[int]:
+    def choose(self, options: list[list[Option | None]], budget: int,
+               lazy: _Lazy | None = None) -> list[int]:
         """Greedy: the chosen option per job, starting from 0 GPUs, each step the move to a
         larger option with the largest drop in cost per added GPU that fits in `budget`.
-        `lazy`: (entries, expand, made, later): job j's options are `expand(j)` unless j is in
-        `made`. Its entry is (-bound, j, -2 - budget), its options made when it is popped
-        and its move then pushed with that budget: no move of it has a ratio above `bound`
-        (so every move popped before is popped as when its options were there from the
-        start); or, j in `later`, the exact entry of its first move (its kept placement, in
-        `options[j]` at that index), and `later[j]` bounds its next move (None: none)."""
+        Options: `Option`s, (GPUs, cost, kept placement). A move's heap entry is (-ratio, j,
+        index of the option it moves job j to).
+        `lazy` (`_Lazy`): job j's options are `expand(j)` unless j is in `made`. Its entry is
+        (-bound, j, -2 - budget), its options made when it is popped and its move then pushed
+        with that budget: no move of it has a ratio above `bound` (so every move popped
+        before is popped as when its options were there from the start); or, j in `later`,
+        the exact entry of its first move (its kept placement, in `options[j]` at that
+        index), and `later[j]` bounds its next move (None: none)."""
         chosen = [0] * len(options)
         heap: list[tuple[float, int, int]] = []
+        if lazy is None:
+            entries, expand, made, later = [], None, range(len(options)), {}
+        else:
+            entries, expand, made, later = lazy
 
         def push(j: int) -> None:
             opts, at = options[j], chosen[j]
@@ -536,21 +700,18 @@ class PolluxPolicy(Policy):
             if target >= 0:
                 heapq.heappush(heap, (-best, j, target))
 
-        for j in range(len(options)) if lazy is None else lazy[2]:
+        for j in made:
             opts = options[j]
             if len(opts) == 2 and opts[0][0] == 0:  # `push` of a job with one size (most)
-                g, c = opts[1][0], opts[1][1]
+                (_, c0, _), (g, c, _) = opts
                 if g > budget or g == 0:
                     continue
-                ratio = (opts[0][1] - c) / g
+                ratio = (c0 - c) / g
                 if ratio > 0.0 + 1e-15:
                     heap.append((-ratio, j, 1))
             elif len(opts) > 1:
                 push(j)
-        later: dict[int, float | None] = {}
-        if lazy is not None:
-            heap += lazy[0]
-            expand, later = lazy[1], lazy[3]
+        heap += entries
         heapq.heapify(heap)  # entries differ in `j`: popped in the same order as pushed one by one
         while heap:
             if budget <= 0:  # every move left needs a GPU more: none is taken (nor pushed)
@@ -563,7 +724,8 @@ class PolluxPolicy(Policy):
                 push(j)
                 budget = left
                 continue
-            need = options[j][t][0] - options[j][chosen[j]][0]
+            (g, _, _), (g0, _, _) = options[j][t], options[j][chosen[j]]
+            need = g - g0
             if need > budget:
                 if j in later:
                     options[j] = expand(j)
@@ -589,11 +751,13 @@ class PolluxPolicy(Policy):
         fair = math.ceil(gpus / len(jobs))  # pollux.py: ceil(1 / dominant share / jobs)
         share = nodes / gpus  # dominant share (1 GPU of all) × number of nodes
         jobs.sort(key=_by_service)  # (attained service, arrival, name)
-        options, kept, made, (bounds, later) = self._round_options(jobs, gpus, gpn, fair,
-                                                                   share, state.now)
-        chosen = self.choose(options, gpus, (bounds, self._expander(jobs, state.now), made,
-                                             later))
-        plan = self.place(state, jobs, options, chosen, gpn)
+        plain = self.p < 0 and type(self).restart_factor is PolluxPolicy.restart_factor
+        zero_cost = self.cost(0.0)
+        rnd = _Round(gpus, gpn, fair, share, state.now, zero_cost, (0, zero_cost, None), plain)
+        opts = self._round_options(jobs, rnd)
+        chosen = self.choose(opts.options, gpus, _Lazy(opts.bounds, self._expander(jobs, rnd),
+                                                       opts.made, opts.later))
+        plan = self.place(state, jobs, opts.options, chosen, gpn)
         self.last_placements = plan
         # a job left out of the plan (most of a long queue): 0 GPUs, speedup 0
         names = [j.name for j in jobs]
@@ -602,24 +766,25 @@ class PolluxPolicy(Policy):
         known = self._agent_of
         for name, planned in plan.items():
             last_plan[name] = sum(planned.values())
-            last_speedup[name] = self._plan_speedup(known[name][1], planned, kept.get(name), fair)
-        return actions + in_applicable_order(state, self.actions(jobs, plan, kept))
+            last_speedup[name] = self._plan_speedup(known[name].agent, planned,
+                                                    opts.kept.get(name), fair)
+        return actions + in_applicable_order(state, self.actions(jobs, plan, opts.kept))
 
     def _plan_speedup(self, agent: Agent | None, planned: Placement | None,
-                      kept: tuple[Placement, tuple[int, ...]] | None, fair: int) -> float:
+                      kept: _Current | None, fair: int) -> float:
         """A job's speedup on its planned placement (0 without one); `kept`: its current
-        placement and its counts, which the plan often is."""
+        placement, its counts and speedup there when known, which the plan often is."""
         if not planned:
             return 0.0
-        if kept is not None and kept[0] is planned:
-            if kept[2] is not None:  # its speedup there, as `speedup` gives it
-                return kept[2]
-            counts = kept[1]
+        if kept is not None and kept.placement is planned:
+            if kept.speedup is not None:  # as `speedup` gives it
+                return kept.speedup
+            counts = kept.counts
         else:
             counts = placement_counts(planned)
         return self.speedup(agent, len(counts), sum(counts), fair)
 
-    def place(self, state: ClusterState, jobs: list[JobStatus], options: list[list],
+    def place(self, state: ClusterState, jobs: list[JobStatus], options: list[list[Option]],
               chosen: list[int], gpn: int) -> dict[str, Placement]:
         """Nodes for the chosen shapes: kept placements first, then multi-node shapes on whole
         free nodes, then one-node shapes on the tightest node that fits; a shape that does not
@@ -632,7 +797,7 @@ class PolluxPolicy(Policy):
         skip_kept = self._round_trip_exact(ledger, [jobs[j] for j in placed], self._agent_of)
         for j in placed:
             job = jobs[j]
-            if skip_kept and options[j][chosen[j]][2] is not None:
+            if skip_kept and _keep_of(options[j][chosen[j]]) is not None:
                 continue
             if job.workers:
                 ledger.give_back(job.workers, job.spec.worker_demand)
@@ -644,22 +809,22 @@ class PolluxPolicy(Policy):
         # a job at its first option (0 GPUs: most of a long queue) keeps nothing, takes nothing
         for j in [j for j, t in enumerate(chosen) if t]:
             job = jobs[j]
-            keep = options[j][chosen[j]][2]
+            gpus, _, keep = options[j][chosen[j]]
             if keep is not None:
                 if not skip_kept:
                     ledger.take(keep, job.spec.worker_demand)
                     if job.ps:
                         ledger.take(job.ps, job.spec.ps_demand)
                 plan[job.name] = keep
-            elif options[j][chosen[j]][0] > 0:
+            elif gpus > 0:
                 order.append(j)
-        order.sort(key=lambda j: -options[j][chosen[j]][0])  # stable: priority order
+        order.sort(key=lambda j: -_gpus_of(options[j][chosen[j]]))  # stable: priority order
         for j in order:
             job = jobs[j]
             # the chosen shape, else the cheapest smaller one that fits (its placement as it
             # was included, when those GPUs are still free)
             for t in sorted(range(1, chosen[j] + 1), key=lambda t: (t != chosen[j],
-                                                                    options[j][t][1])):
+                                                                    _cost_of(options[j][t]))):
                 r, _, keep = options[j][t]
                 if keep is not None:
                     fits = ledger.fit_counts(job.spec.worker_demand)
@@ -675,7 +840,8 @@ class PolluxPolicy(Policy):
         return plan
 
     @staticmethod
-    def _round_trip_exact(ledger, placed: list[JobStatus], known: dict | None = None) -> bool:
+    def _round_trip_exact(ledger, placed: list[JobStatus],
+                          known: dict[str, _JobRecord] | None = None) -> bool:
         """Giving a placed job's resources back to `ledger` and taking the same placement
         again leaves every answer of the ledger as it was: no placement plugin mirrors it, its
         free CPU, memory and GPUs are whole numbers (so adding and subtracting whole demands is
@@ -686,7 +852,7 @@ class PolluxPolicy(Policy):
             return False
         for job in placed:
             rec = known.get(job.name) if known else None  # (`_known`: this round's jobs)
-            if not (rec[7] if rec is not None and rec[0] is job.spec else
+            if not (rec.whole_demands if rec is not None and rec.spec is job.spec else
                     _whole_demands(job.spec)):
                 return False
         free, gpus = ledger.free, ledger.gpu_free
@@ -694,8 +860,9 @@ class PolluxPolicy(Policy):
                     and ((gpus == 0.0) | (gpus == 1.0) | (gpus == -1.0)).all())
 
     def actions(self, jobs: list[JobStatus], plan: dict[str, Placement],
-                kept: dict[str, tuple] | None = None) -> list[Action]:
-        """`kept`: a placed job's current placement first in each (`_round_options`)."""
+                kept: dict[str, _Current] | None = None) -> list[Action]:
+        """`kept`: each placed job's `_Current` (`_round_options`), whose placement a plan
+        that keeps it is."""
         out: list[Action] = []
         waits = 0
         kept = kept or {}
@@ -707,7 +874,8 @@ class PolluxPolicy(Policy):
                     waits += 1
                 continue
             hit = kept.get(job.name)
-            current = hit[0] if hit is not None else {n: c for n, c in job.workers.items() if c}
+            current = (hit.placement if hit is not None
+                       else {n: c for n, c in job.workers.items() if c})
             if new is current and new:  # kept as it is (most placed jobs): no action
                 continue
             r = sum(new.values())
@@ -745,8 +913,9 @@ class PolluxPolicy(Policy):
 _by_service = operator.attrgetter("attained_service", "spec.arrival", "name")
 
 
-def _gpus_cost(option: tuple) -> tuple:
-    return option[0], option[1]
+# an `Option`'s GPUs, cost, kept placement, and (GPUs, cost): the key options are sorted by
+_gpus_of, _cost_of, _keep_of = (operator.itemgetter(i) for i in range(3))
+_gpus_cost = operator.itemgetter(0, 1)
 
 
 def _whole_demands(spec) -> bool:
@@ -764,59 +933,59 @@ def _cluster_size(state: ClusterState) -> tuple[int, int]:
 BOUND_AHEAD = 3600.0  # s: how long a waiting job's bound (`_bound`) holds
 
 
-def _bound(spec, restarts: int, steps: tuple, now: float, zero_cost: float, p: float,
-           budget: int) -> tuple[float, float, int, tuple]:
-    """(-bound, until, restarts, steps): `bound` no smaller than the ratio of a waiting job's
-    first move (`choose`, p < 0) in any round up to `until`, while its restarts and `steps`
-    (`_round_options`'s record) stay. Its restart factor only grows with its age, and its
-    costs fall as the factor grows, so the factor at `until` bounds the ratio; the margin
-    covers rounding."""
+def _bound(spec, restarts: int, fit_steps: _FitSteps, now: float, zero_cost: float, p: float,
+           budget: int) -> _Bound:
+    """A `_Bound`: a bound no smaller than the ratio of a waiting job's first move (`choose`,
+    p < 0) in any round up to `until`, while its restarts and `fit_steps` (its
+    `_JobRecord`'s) stay. Its restart factor only grows with its age, and its costs fall as
+    the factor grows, so the factor at `until` bounds the ratio; the margin covers
+    rounding."""
     until = now + BOUND_AHEAD
     age = max(until - spec.arrival, 0.0)
     factor = max(age - restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
     best = 0.0
-    for r, ss in steps[1]:
+    for r, scaled in fit_steps.steps:
         if 0 < r <= budget:
-            best = max(best, (zero_cost - (ss * factor + SPEEDUP_FLOOR) ** p) / r)
-    return -(best + 1e-9 * (abs(best) + abs(zero_cost)) + 1e-12), until, restarts, steps
+            best = max(best, (zero_cost - (scaled * factor + SPEEDUP_FLOOR) ** p) / r)
+    return _Bound(-(best + 1e-9 * (abs(best) + abs(zero_cost)) + 1e-12), until, restarts,
+                  fit_steps)
 
 
-def _kept_first(steps: list[tuple[int, float]], keep: tuple, job: JobStatus, now: float,
-                zero_cost: float, p: float, budget: int) -> tuple:
-    """(steps, restarts, until, keep, options, t, ratio, next): when, in every round up to
-    `until` while its restarts, `steps` and kept option (`keep[1]`) stay, a placed job's first
-    move (`choose`'s `push` from 0 GPUs with `budget`) is surely to its kept placement:
-    `options` its `_kept_options` with only the first and that one (index `t`) in place,
-    `ratio` that move's, `next` a bound on its next move's (None: it has none). Else options
-    is None. As in `_bound`, the other options' costs at `until` bound theirs now."""
-    until = now + BOUND_AHEAD
+def _kept_first(steps: list[tuple[int, float]], keep: Option, job: JobStatus, until: float,
+                zero_cost: float, p: float, budget: int) -> _SureKeep | None:
+    """A `_SureKeep` when, in every round up to `until` while its restarts, `steps` and kept
+    option `keep` stay, a placed job's first move (`choose`'s `push` from 0 GPUs with
+    `budget`) is surely to its kept placement; else None. As in `_bound`, the other options'
+    costs at `until` bound theirs now."""
     age = max(until - job.spec.arrival, 0.0)
     factor = max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
-    gk, ck, _ = option = keep[1]
-    ratio = (zero_cost - ck) / gk
-    before, ahead, nxt, sure = 0.0, 0, None, gk <= budget
-    for r, ss in steps:
-        c = (ss * factor + SPEEDUP_FLOOR) ** p
+    kept_gpus, kept_cost, _ = keep
+    ratio = (zero_cost - kept_cost) / kept_gpus
+    before, ahead, next_bound, sure = 0.0, 0, None, kept_gpus <= budget
+    for r, scaled in steps:
+        c = (scaled * factor + SPEEDUP_FLOOR) ** p
         c -= 1e-9 * (abs(c) + abs(zero_cost)) + 1e-12  # no more than its cost now
         bound = (zero_cost - c) / r
         bound += 1e-9 * abs(bound) + 1e-12
-        if r < gk:
+        if r < kept_gpus:
             ahead += 1
             if r <= budget:
                 before = max(before, bound)
             continue
-        if r == gk and not c > ck:  # (a kept option goes after an equal size no dearer)
+        # (a kept option goes after an equal size no dearer)
+        if r == kept_gpus and not c > kept_cost:
             sure = False
         if r <= budget and not bound <= ratio + 1e-15:
             sure = False
-        if r > gk:
-            b = (ck - c) / (r - gk)
+        if r > kept_gpus:
+            b = (kept_cost - c) / (r - kept_gpus)
             b += 1e-9 * abs(b) + 1e-12
-            nxt = b if nxt is None else max(nxt, b)
+            next_bound = b if next_bound is None else max(next_bound, b)
     if not (sure and ratio > before + 1e-15):
-        return steps, job.restarts, until, keep, None, 0, 0.0, None
-    options = [(0, zero_cost, None)] + [None] * ahead + [option] + [None] * (len(steps) - ahead)
-    return steps, job.restarts, until, keep, options, ahead + 1, ratio, nxt
+        return None
+    options = [(0, zero_cost, None), *[None] * ahead, keep,
+               *[None] * (len(steps) - ahead)]
+    return _SureKeep(options, ahead + 1, ratio, next_bound)
 
 
 def _fit(ledger, job: JobStatus, replicas: int, gpn: int) -> tuple[Placement, Placement] | None:
@@ -828,8 +997,9 @@ def _fit(ledger, job: JobStatus, replicas: int, gpn: int) -> tuple[Placement, Pl
         placed = ledger.place_gang(job, replicas)
         if placed is None:
             return None
-        ledger.take(placed[0], demand)
-        ledger.take(placed[1], job.spec.ps_demand)
+        workers, ps = placed
+        ledger.take(workers, demand)
+        ledger.take(ps, job.spec.ps_demand)
         return placed
     fits = ledger.fit_counts(demand)
     if replicas <= gpn:
