@@ -177,3 +177,17 @@ def test_summary_mean_and_confidence_interval():
                           "load": np.nan, "avg_jct_h": [1.0, 2.0, 3.0, 4.0, 4.0, 4.0]})
     summary = summarize(table, ["avg_jct_h"])
     assert summary["avg_jct_h"].tolist() == [2.0, 4.0] and summary["runs"].tolist() == [3, 3]
+
+
+def test_the_interactive_bench_flags_a_preview_many_times_fifos():
+    """`bench sweep --interactive-only --max-ratio X` (run by CI) names the engines whose
+    preview took over X times fifo's in the same run, and exits 1 for them."""
+    from workbench.bench.sweep import _check_ratios, slow_previews
+
+    rows = [{"engine": "fifo", "preview_cpu_s": 0.6, "x_fifo": 1.0},
+            {"engine": "pollux", "preview_cpu_s": 2.4, "x_fifo": 4.0},
+            {"engine": "oasis", "preview_cpu_s": 844.0, "x_fifo": 1406.7}]
+    assert slow_previews(rows, 20.0) == ["oasis 1406.7x"]
+    assert slow_previews(rows, 3.0) == ["pollux 4.0x", "oasis 1406.7x"]
+    assert _check_ratios(rows, 20.0) == 1 and _check_ratios(rows[:2], 20.0) == 0
+    assert _check_ratios(rows, None) == 0  # without the option nothing is checked

@@ -125,6 +125,9 @@ def interactive_times(workers: int, engines: list[str] | None = None) -> dict[st
         previews.append({"engine": name, "preview_cpu_s": time.process_time() - cpu,
                          "target_s": 2.0})
     del live
+    anchor = next((p["preview_cpu_s"] for p in previews if p["engine"] == "fifo"), None)
+    for p in previews:
+        p["x_fifo"] = p["preview_cpu_s"] / anchor if anchor else None
     jobs = load_jobs("default")
     store = simulate(load_nodes("default", "default"), jobs, "tiresias")
     store.run(until=sorted(j.arrival for j in jobs)[len(jobs) // 3])
@@ -149,7 +152,7 @@ def run(args) -> int:
         emit(result, as_json=args.json, tables={"4-hour switch previews, philly at mid-trace":
                                                 result["previews"]},
              notes=interactive_notes(result, workers))
-        return 0
+        return _check_ratios(result["previews"], args.max_ratio)
     short = {**SHORT, "seeds": args.seeds}
     with tempfile.TemporaryDirectory(prefix="bench-sweep-") as folder:
         serial_s, serial = timed_sweep(short, folder, "serial", serial=True)
@@ -200,6 +203,26 @@ def run(args) -> int:
     return 0
 
 
+def slow_previews(previews: list[dict[str, Any]], max_ratio: float) -> list[str]:
+    """The engines whose preview took more than `max_ratio` times fifo's in the same run."""
+    return [f"{p['engine']} {p['x_fifo']:.1f}x" for p in previews
+            if p.get("x_fifo") is not None and p["x_fifo"] > max_ratio]
+
+
+def _check_ratios(previews: list[dict[str, Any]], max_ratio: float | None) -> int:
+    """`--max-ratio`: 1, saying which, when a preview is that many times fifo's (a gross
+    regression, as OASiS's 1.7 -> 844 s was; a ratio in one run, not seconds, so a loaded
+    machine does not trip it), else 0."""
+    import sys
+
+    slow = slow_previews(previews, max_ratio) if max_ratio is not None else []
+    if slow:
+        print(f"bench sweep: previews over {max_ratio:g}x fifo's: {', '.join(slow)}",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 def interactive_notes(result: dict[str, Any], workers: int) -> list[str]:
     slow = [p["engine"] for p in result["previews"] if p["preview_cpu_s"] > 2.0]
     return [
@@ -222,5 +245,8 @@ def register(sub) -> None:
                    help="only the preview and what-if times")
     p.add_argument("--no-interactive", action="store_true",
                    help="skip the preview and what-if times (about 2 minutes of CPU)")
+    p.add_argument("--max-ratio", type=float, default=None, metavar="X",
+                   help="with --interactive-only: exit 1 if a preview takes over X times"
+                        " fifo's in this run (CI: a gross regression)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
