@@ -422,8 +422,7 @@ class PolluxPolicy(Policy):
     def restart_factor(job: JobStatus, now: float) -> float:
         """pollux.py _evaluate: a changed allocation weighs max(age - restarts · 30, 0) /
         (age + 30)."""
-        age = max(now - job.spec.arrival, 0.0)
-        return max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
+        return _restart_factor(job.spec.arrival, job.restarts, now)
 
     def objective(self, state: ClusterState, plan: dict[str, Placement]) -> float:
         """The power mean of an allocation `plan` (job -> workers per node) of the active jobs,
@@ -463,14 +462,10 @@ class PolluxPolicy(Policy):
         """`options` from the job's `_steps`: their costs at its restart factor now, and its
         current placement kept (`current`, when placed; `counts`: its `placement_counts`)."""
         factor = self.restart_factor(job, rnd.now)
-        out = [rnd.zero]
-        p = self.p
-        if p < 0:  # `cost` inlined: the same arithmetic, (s · share · factor + 1e-3) ** p
-            for r, scaled in steps:
-                out.append((r, (scaled * factor + SPEEDUP_FLOOR) ** p, None))
+        if self.p < 0:
+            out = _scaled_options(steps, factor, self.p, rnd.zero)
         else:
-            for r, scaled in steps:
-                out.append((r, self.cost(scaled * factor), None))
+            out = [rnd.zero, *[(r, self.cost(scaled * factor), None) for r, scaled in steps]]
         if current:
             s = self.speedup(agent, len(counts), sum(counts), rnd.fair)
             kept = (sum(counts), self.cost(s * rnd.share), current)
@@ -628,12 +623,8 @@ class PolluxPolicy(Policy):
                       now: float, zero: Option) -> list[Option]:
         """`_options` of a placed job (p < 0, `cost` inlined) from its steps and its kept
         option `keep`."""
-        age = max(now - job.spec.arrival, 0.0)
-        factor = max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
-        p = self.p
-        out = [zero]
-        for r, scaled in steps:
-            out.append((r, (scaled * factor + SPEEDUP_FLOOR) ** p, None))
+        out = _scaled_options(steps, _restart_factor(job.spec.arrival, job.restarts, now),
+                              self.p, zero)
         bisect.insort_right(out, keep, key=_gpus_cost)
         return out
 
@@ -649,10 +640,8 @@ class PolluxPolicy(Policy):
             if job.state.placed:  # from its `_kept_record`
                 first = rec.placed.first
                 return self._kept_options(job, first.steps, first.keep.option, now, zero)
-            age = max(now - job.spec.arrival, 0.0)  # `restart_factor`
-            factor = max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
-            return [zero, *[(r, (scaled * factor + SPEEDUP_FLOOR) ** p, None)
-                            for r, scaled in rec.fit_steps.steps]]
+            return _scaled_options(rec.fit_steps.steps,
+                                   _restart_factor(job.spec.arrival, job.restarts, now), p, zero)
 
         return expand
 
@@ -933,6 +922,20 @@ def _cluster_size(state: ClusterState) -> tuple[int, int]:
 BOUND_AHEAD = 3600.0  # s: how long a waiting job's bound (`_bound`) holds
 
 
+def _restart_factor(arrival: float, restarts: int, now: float) -> float:
+    """pollux.py _evaluate: a changed allocation weighs max(age - restarts · 30, 0) /
+    (age + 30)."""
+    age = max(now - arrival, 0.0)
+    return max(age - restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
+
+
+def _scaled_options(steps: list[tuple[int, float]], factor: float, p: float,
+                    zero: Option) -> list[Option]:
+    """`zero` and an option per step (replicas, speedup × share) at the restart `factor`, for
+    p < 0 (`cost` inlined: the same arithmetic, (s · share · factor + 1e-3) ** p)."""
+    return [zero, *[(r, (scaled * factor + SPEEDUP_FLOOR) ** p, None) for r, scaled in steps]]
+
+
 def _bound(spec, restarts: int, fit_steps: _FitSteps, now: float, zero_cost: float, p: float,
            budget: int) -> _Bound:
     """A `_Bound`: a bound no smaller than the ratio of a waiting job's first move (`choose`,
@@ -941,8 +944,7 @@ def _bound(spec, restarts: int, fit_steps: _FitSteps, now: float, zero_cost: flo
     the factor grows, so the factor at `until` bounds the ratio; the margin covers
     rounding."""
     until = now + BOUND_AHEAD
-    age = max(until - spec.arrival, 0.0)
-    factor = max(age - restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
+    factor = _restart_factor(spec.arrival, restarts, until)
     best = 0.0
     for r, scaled in fit_steps.steps:
         if 0 < r <= budget:
@@ -957,8 +959,7 @@ def _kept_first(steps: list[tuple[int, float]], keep: Option, job: JobStatus, un
     option `keep` stay, a placed job's first move (`choose`'s `push` from 0 GPUs with
     `budget`) is surely to its kept placement; else None. As in `_bound`, the other options'
     costs at `until` bound theirs now."""
-    age = max(until - job.spec.arrival, 0.0)
-    factor = max(age - job.restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
+    factor = _restart_factor(job.spec.arrival, job.restarts, until)
     kept_gpus, kept_cost, _ = keep
     ratio = (zero_cost - kept_cost) / kept_gpus
     before, ahead, next_bound, sure = 0.0, 0, None, kept_gpus <= budget
