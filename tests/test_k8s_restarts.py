@@ -106,5 +106,5 @@ def test_a_delay_is_measured_to_when_the_report_came_not_when_it_was_read():
     job.state, job.throughput, job.progress = JobState.RUNNING, 4.0, 600.0
     # read at 190 s, a round after the report came at 160 s: 60 s after the rescale, 100
     # iterations past 500 at 4/s; 30 s more if it were measured when read
-    meter.observed([job], 190.0, reported_at={"a": 160.0})
+    meter.observed([job], 190.0, seen={"a": (600.0, 160.0)})
     assert list(meter.delays) == [60.0 - 100.0 / 4.0]

@@ -215,7 +215,7 @@ class K8sBackend:
                 arrived = t.reported_at if t is not None else None
                 seen[job.name] = (reported, now if arrived is None else
                                   min(self.clock.at_monotonic(arrived), now))
-        self.restarts.observed(self.book.active, now, {n: at for n, (_, at) in seen.items()})
+        self.restarts.observed(self.book.active, now, seen)
         if len(seen) > 2 * len(self.book.active) + 64:  # forget finished jobs now and then
             for name in [n for n in seen if n not in self.book.active]:
                 del seen[name]

@@ -67,10 +67,10 @@ class RestartMeter:
             self._marks[name] = _Mark(now, resume, job.progress)
 
     def observed(self, jobs: Mapping[str, JobStatus] | Iterable[JobStatus], now: float,
-                 reported_at: Mapping[str, float] | None = None) -> None:
+                 seen: Mapping[str, tuple[float, float]] | None = None) -> None:
         """Measure the marked jobs whose new pods have reported past the old progress, as of
-        when that report came (`reported_at`, by job; else `now`): a report read a round
-        after it came would count the wait as delay."""
+        when that report came (`seen`, by job: (its figure, when it came); else `now`): a
+        report read a round after it came would count the wait as delay."""
         active = jobs if isinstance(jobs, Mapping) else {j.spec.name: j for j in jobs}
         for name, mark in list(self._marks.items()):
             job = active.get(name)
@@ -82,7 +82,7 @@ class RestartMeter:
                     job.progress <= mark.seen:
                 continue
             del self._marks[name]
-            at = reported_at.get(name, now) if reported_at is not None else now
+            at = seen[name][1] if seen is not None and name in seen else now
             delay = (at - mark.at) - (job.progress - mark.progress) / job.throughput
             self.delays.append(max(delay, 0.0))
 
