@@ -76,3 +76,27 @@ def test_switch_now_is_public_and_pending_until_taken():
     c.switch_now()
     assert c.pending_switch is None and c.policy is new
     assert c.recorder.switches == [(b.now, "fifo", "drf")]
+
+
+@pytest.mark.parametrize("action, words", [
+    (Suspend("a", "r"), "a: finishing; not suspended"),
+    (Scale("a", "r", {"n": 3}), "a: finishing; not scaled"),
+    (Migrate("a", "r", {"m": 2}), "a: finishing; not migrated"),
+])
+def test_the_kubernetes_backend_stops_no_job_at_its_end(action, words):
+    # Deleting a finishing job's pods would race their Succeeded (and lose their logs).
+    from workbench.k8s.actions import Actuator, Refused
+    from workbench.k8s.reconcile import TrackedJob
+    st = JobStatus(spec=spec(), state=JobState.RUNNING, workers={"n": 2})
+    ending = TrackedJob(("ns", "a"), st)
+    st.progress = st.spec.total_work * 0.9995
+    with pytest.raises(Refused, match=words):
+        Actuator._refuse_if_finishing(ending, action)
+    succeeded = TrackedJob(("ns", "a"), JobStatus(spec=spec(), state=JobState.RUNNING,
+                                                   workers={"n": 2}),
+                           bound_pods=[{"status": {"phase": "Succeeded"}}, {"status": {}}])
+    with pytest.raises(Refused, match=words):
+        Actuator._refuse_if_finishing(succeeded, action)
+    midway = TrackedJob(("ns", "a"), JobStatus(spec=spec(), state=JobState.RUNNING,
+                                                workers={"n": 2}, progress=10.0))
+    Actuator._refuse_if_finishing(midway, action)  # not at its end: goes through

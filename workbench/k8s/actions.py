@@ -131,6 +131,7 @@ class Actuator:
             self._reject(job, action.reason, used)
             return ""
         if isinstance(action, Suspend):
+            self._refuse_if_finishing(job, action)
             self._release(job, used)
             self.restart(job, action.reason, "Preempted")
             return ""
@@ -236,12 +237,18 @@ class Actuator:
             patch[labels.CHECKPOINT] = repr(float(max(job.checkpoint, st.progress)))
         return patch
 
-    def _reshape(self, job: TrackedJob, a: Scale | Migrate, used: np.ndarray) -> str:
+    @staticmethod
+    def _refuse_if_finishing(job: TrackedJob, a: Action) -> None:
+        """A job at its end is not stopped: deleting its pods would race their Succeeded."""
         st = job.status
-        # A job at its end is not re-created: deleting its pods would race their Succeeded.
         if st.progress >= st.spec.total_work * 0.999 or any(
                 p.get("status", {}).get("phase") == "Succeeded" for p in job.bound_pods):
-            raise Refused(f"{st.name}: finishing; not {type(a).__name__.lower()}d")
+            verb = type(a).__name__.lower()  # suspend, scale, migrate
+            raise Refused(f"{st.name}: finishing; not {verb}{'d' if verb.endswith('e') else 'ed'}")
+
+    def _reshape(self, job: TrackedJob, a: Scale | Migrate, used: np.ndarray) -> str:
+        st = job.status
+        self._refuse_if_finishing(job, a)
         held = self._held(job) + self.book.job_reserved(job)
         need = self._need(job, a.workers, a.ps, used - held)
         self._check_creatable(job, {W: total(a.workers), PS: total(a.ps)})
