@@ -20,7 +20,7 @@ from workbench.clusters import make_cluster
 from workbench.control import Controller
 from workbench.errors import ConfigError, InputError
 from workbench.model import JobSpec, JobState, Place, Scale, Suspend
-from workbench.perf import default_perf
+from workbench.perf import PerfModel, artifact_perf, default_perf
 from workbench.perf.goodput import artifact_iterations
 from workbench.placement.ledger import Ledger
 from workbench.policies import make_policy
@@ -190,6 +190,45 @@ def test_a_round_of_moves_is_applied_in_an_order_the_backend_accepts():
     assert b.jobs["a"].workers == {"node-01": 4} and b.jobs["b"].workers == {"node-00": 4}
 
 
+# ---- step times looked up as the artifact does (`--throughput artifact`) --------------------------
+
+def profile_rows(app: str, name: str) -> list[dict]:
+    path = data_dir().parent / "pollux" / "profiles" / app / name
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_measured_sequence_is_its_smallest_rotations_rows_linear_in_batch():
+    # applications.py get_throughput: nodes filled most-free-first give 4,4,2,2, whose smallest
+    # rotation is 2244 (not 2424, measured too); its own rows, linear in the local batch
+    measured = profile_rows("cifar10", "placements.csv")
+    rows = {float(r["local_bsz"]): r for r in measured if r["placement"] == "2244"}
+    other = {float(r["local_bsz"]): r for r in measured if r["placement"] == "2424"}
+    art, ours = artifact_perf(), default_perf()
+    step, sync = art.step_and_sync("cifar10", (4, 4, 2, 2), 257)
+    assert step == pytest.approx(float(rows[257]["step_time"]), rel=1e-5)
+    assert sync == pytest.approx(float(rows[257]["sync_time"]), rel=1e-5)
+    halfway = (float(rows[257]["step_time"]) + float(rows[363]["step_time"])) / 2
+    assert art.step_time("cifar10", (4, 4, 2, 2), 310) == pytest.approx(halfway, rel=1e-5)
+    # the project's model averages every measured rotation of the multiset: 2244 and 2424
+    mean = (float(rows[257]["step_time"]) + float(other[257]["step_time"])) / 2
+    assert ours.step_time("cifar10", (4, 4, 2, 2), 257) == pytest.approx(mean, rel=1e-5)
+    assert abs(mean / step - 1) > 0.01
+
+
+def test_an_unmeasured_sequence_interpolates_over_nodes_replicas_and_batch():
+    # more than 4 nodes: the scalability rows, here at a measured vertex, then between two
+    row = next(r for r in profile_rows("cifar10", "scalability.csv")
+               if (r["num_nodes"], r["num_replicas"], r["local_bsz"]) == ("6", "6", "32"))
+    art = artifact_perf()
+    assert art.step_time("cifar10", (1,) * 6, 32) == pytest.approx(float(row["step_time"]),
+                                                                 rel=1e-5)
+    a, b = art.step_time("cifar10", (1,) * 6, 45), art.step_time("cifar10", (1,) * 8, 45)
+    assert min(a, b) <= art.step_time("cifar10", (1,) * 7, 45) <= max(a, b)
+    with pytest.raises(ValueError, match="throughput must be one of project, artifact"):
+        PerfModel.from_package(throughput="exact")
+
+
 # ---- job lengths and the bench ---------------------------------------------------------------
 
 @pytest.mark.parametrize("app, bsz, iterations", [
@@ -239,16 +278,20 @@ def test_rounds_on_the_artifacts_grid_from_time_zero():
 
 
 # What `workbench bench reference --loads 1.0 --workloads 6` prints, with the project's and the
-# artifact's job lengths; a change to tiresias or optimus that moves these must say why.
-PINNED_WORKLOAD_6 = {("tiresias", "project"): 3240.5, ("tiresias", "artifact"): 3442.2,
-                     ("optimus", "project"): 5007.6, ("optimus", "artifact"): 5237.8}
+# artifact's job lengths and step times (`--throughput`); a change to tiresias or optimus, or to
+# either throughput model, that moves these must say why.
+PINNED_WORKLOAD_6 = {
+    ("tiresias", "project", "artifact"): 3239.0, ("tiresias", "artifact", "artifact"): 3452.2,
+    ("tiresias", "project", "project"): 3240.5, ("tiresias", "artifact", "project"): 3442.2,
+    ("optimus", "project", "artifact"): 4953.4, ("optimus", "artifact", "artifact"): 5187.3,
+    ("optimus", "project", "project"): 5007.6, ("optimus", "artifact", "project"): 5237.8}
 
 
-@pytest.mark.parametrize("engine, lengths", sorted(PINNED_WORKLOAD_6))
-def test_workload_6_averages_stay_where_the_bench_put_them(engine, lengths):
+@pytest.mark.parametrize("engine, lengths, throughput", sorted(PINNED_WORKLOAD_6))
+def test_workload_6_averages_stay_where_the_bench_put_them(engine, lengths, throughput):
     data = data_dir()
     assert workload_path(data, "1.0", 6).exists()
-    row = run_one(data, engine, "1.0", 6, lengths)
+    row = run_one(data, engine, "1.0", 6, lengths, throughput=throughput)
     assert row["reference_s"] == REFERENCE[engine]["1.0"][5]
-    assert row["ours_s"] == pytest.approx(PINNED_WORKLOAD_6[engine, lengths], rel=0.01)
+    assert row["ours_s"] == pytest.approx(PINNED_WORKLOAD_6[engine, lengths, throughput], rel=0.01)
     assert row["refused"] == 0

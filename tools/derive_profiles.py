@@ -11,7 +11,9 @@ Writes two files:
   keys a placement by its smallest rotation; a multiset merges those rotations) and per local
   batch size; the same averaged per (num_nodes, num_replicas) for the grid used for other
   placements (placements.csv rows grouped as in the artifact, plus scalability.csv); and the
-  validation curves (iteration, metric, grad_sqr, grad_var per epoch). Floats are
+  validation curves (iteration, metric, grad_sqr, grad_var per epoch); and, under "filled",
+  the rows of the single rotation the artifact looks up for a largest-first node sequence,
+  per multiset measured in several rotations (`PerfModel(throughput="artifact")`). Floats are
   rounded to 6 significant digits.
 - `ps_fit.json`: per DL2 model, only the fitted Optimus coefficients
   speed = 1 / (θ0·M/w + θ1 + θ2·w/p + θ3·w + θ4·p) and the fit's error figures. The raw DL2
@@ -80,15 +82,32 @@ def curve(rows: list[tuple[float, float, float]]) -> list[list[float]]:
             [r6(float(np.mean([v[1] for v in acc[b]]))) for b in bs]]
 
 
+def filled_order_curves(by_multiset: dict[str, list], by_rotation: dict[str, list]) -> dict:
+    """Per multiset measured in several rotations, the rows of the one rotation the artifact's
+    lookup finds for nodes filled most-free-first (a largest-first sequence, e.g. 4,4,2,2 ->
+    its smallest rotation 2244); multisets with one rotation are `placements` already."""
+    measured = defaultdict(int)
+    for rotation in by_rotation:
+        measured[",".join(sorted(rotation, reverse=True))] += 1
+    out = {}
+    for key in sorted(by_multiset):
+        seq = key.split(",")
+        if measured[key] > 1:
+            out[key] = curve(by_rotation[min("".join(seq[i:] + seq[:i]) for i in range(len(seq)))])
+    return out
+
+
 def derive_app(app_dir: Path, app: str) -> dict:
     placements = read_csv(app_dir / "placements.csv")
     by_multiset: dict[str, list] = defaultdict(list)
+    by_rotation: dict[str, list] = defaultdict(list)
     by_grid: dict[str, list] = defaultdict(list)
     for row in placements:
         digits = [int(c) for c in str(int(row["placement"]))]
         key = ",".join(str(c) for c in sorted(digits, reverse=True))
         item = (row["local_bsz"], row["step_time"], row["sync_time"])
         by_multiset[key].append(item)
+        by_rotation["".join(map(str, digits))].append(item)
         by_grid[f"{len(digits)},{sum(digits)}"].append(item)
     for row in read_csv(app_dir / "scalability.csv"):
         key = f"{int(row['num_nodes'])},{int(row['num_replicas'])}"
@@ -105,6 +124,7 @@ def derive_app(app_dir: Path, app: str) -> dict:
         "max_local_bsz": int(MAX_LOCAL_BSZ.get(app, max(r["local_bsz"] for r in placements))),
         "metric_increases": bool(first[0] < first[-1]),
         "placements": {k: curve(v) for k, v in sorted(by_multiset.items())},
+        "filled": filled_order_curves(by_multiset, by_rotation),
         "grid": {k: curve(v) for k, v in sorted(by_grid.items(),
                                                   key=lambda kv: tuple(map(int, kv[0].split(","))))},
         "validation": validation,

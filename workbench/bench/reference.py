@@ -193,28 +193,36 @@ def pollux_job(spec, gpus: int):
 
 
 ROUNDS = ("first-event", "artifact")
+THROUGHPUTS = ("artifact", "project")
+TAKES_PERF = ("optimus", "pollux")  # engines that predict step times (tiresias does not)
 
 
 def run_one(data: Path, engine: str, load: str, n: int, lengths: str = "artifact",
-            rounds: str = "first-event") -> dict:
+            rounds: str = "first-event", throughput: str = "artifact") -> dict:
     """One engine on one workload: our average JCT beside the artifact's, and the seconds.
     `rounds`: the 60 s grid from the first arrival (our controller's) or, `artifact`, from
     t = 0 with the first round at 60 s (`Policy.round_origin`; the artifact's `simulate` loop:
-    `Cluster.step(60)` advances, then decides)."""
+    `Cluster.step(60)` advances, then decides). `throughput`: step times looked up as the
+    artifact does (`perf.artifact_perf`), or the project's model, for the simulator and the
+    engine alike."""
     from ..experiment import run_policy
+    from ..perf import artifact_perf, default_perf
     from ..policies import make_policy
 
+    perf = artifact_perf() if throughput == "artifact" else default_perf()
     jobs = load_jobs(data, load, n, engine, lengths)
-    policy = make_policy(engine)
+    policy = make_policy(engine, **({"perf": perf} if engine in TAKES_PERF else {}))
     if rounds == "artifact":
         policy.round_origin = 0.0
     t0, c0 = time.perf_counter(), time.process_time()
-    r = run_policy(preset("default"), jobs, policy, timeline_every=0.0, fragmentation=False)
+    r = run_policy(preset("default"), jobs, policy, timeline_every=0.0, fragmentation=False,
+                   perf=perf)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
     ours = r.metrics["avg_jct_h"] * 3600
     ref = REFERENCE[engine][load][n - 1]
     refused = sum(not d.applied for d in r.controller.recorder.decisions)
     return {"engine": engine, "load": load, "workload": n, "lengths": lengths, "rounds": rounds,
+            "throughput": throughput,
             "reference_s": ref, "ours_s": ours, "diff_pct": 100 * (ours / ref - 1),
             "completed": r.metrics["completed"], "refused": refused, "seconds": seconds,
             "cpu_s": cpu}  # CPU seconds: the wall time of a busy shared machine says little
@@ -274,14 +282,17 @@ def _pollux_part(args, data, engines, loads, workloads, result, tables, notes) -
         for load in loads:
             for n in workloads:
                 for lengths in kinds:
-                    rows.append(run_one(data, engine, load, n, lengths, args.rounds))
+                    rows.append(run_one(data, engine, load, n, lengths, args.rounds,
+                                        args.throughput))
     summary = _summary(rows)
     notes += [("reference: Pollux OSDI'21 artifact (petuum/adaptdl osdi21-artifact c793c70),"
                " simulator/results-jobload/<engine>-<load>/summary.json; 16 x 4 GPUs, 60 s"
                " rounds"),
               ("lengths: artifact = the loader's default, the artifact simulator's own"
                " (statistical-efficiency progress, `perf.goodput.artifact_iterations`);"
-               " project = the validation table's iterations (`lengths=\"project\"`)")]
+               " project = the validation table's iterations (`lengths=\"project\"`)"),
+              (f"throughput: {args.throughput} (artifact = step times looked up as the artifact"
+               " does, `perf/artifact.py`; project = the project's model, `perf/model.py`)")]
     if skipped:
         notes.append(f"not run (no such engine here): {', '.join(skipped)}")
     result.update({"data": str(data), "results": rows, "summary": summary, "skipped": skipped})
@@ -460,6 +471,9 @@ def register(sub) -> None:
     p.add_argument("--rounds", default="first-event", choices=ROUNDS,
                    help="the 60 s grid of rounds from the first arrival (ours) or from t = 0"
                         " (the artifact's)")
+    p.add_argument("--throughput", default="artifact", choices=THROUGHPUTS,
+                   help="step times: looked up as the artifact does (default) or the project's"
+                        " model (every rotation of a placement averaged, log batch)")
     p.add_argument("--data", default=None,
                    help="folder with workloads*/ and profiles/ (default ../shared/data/pollux)")
     p.add_argument("--suite", default=",".join(SUITES),

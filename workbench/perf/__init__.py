@@ -3,6 +3,6 @@
 See `workbench.perf.model` for how interpolation works, the units and the measured errors.
 """
 
-from .model import PerfModel, default_perf
+from .model import PerfModel, artifact_perf, default_perf
 
-__all__ = ["PerfModel", "default_perf"]
+__all__ = ["PerfModel", "artifact_perf", "default_perf"]

@@ -26,6 +26,10 @@ node, largest first:
    batches, and it keeps a tiny batch spread over many GPUs from looking free); above the largest
    the compute part (step - sync) grows in proportion to the batch and sync stays.
 
+`PerfModel(throughput="artifact")` (`artifact_perf()`) looks step and sync times up as the
+Pollux artifact does instead (`perf/artifact.py`: one rotation's rows, linear in batch; a
+Delaunay interpolation elsewhere), for comparing engines with the artifact on its workloads.
+
 Gradient accumulation (the artifact's rule): if the local batch exceeds the app's max local
 batch, accum = ceil(local / max) - 1, each micro-step has local / (accum + 1) samples, and one
 iteration takes step + accum · (step - sync).
@@ -77,7 +81,10 @@ from importlib import resources
 from typing import Any
 
 from ..model import JobKind, JobSpec, Placement
+from .artifact import ArtifactThroughput
 from .interp import Curve, Grid
+
+THROUGHPUTS = ("project", "artifact")
 
 
 class _App:
@@ -107,8 +114,15 @@ class _App:
 class PerfModel:
     """Throughput and convergence of the profiled applications. See the module docstring."""
 
-    def __init__(self, pollux: dict[str, Any], ps_fit: dict[str, Any], cached: bool = True) -> None:
+    def __init__(self, pollux: dict[str, Any], ps_fit: dict[str, Any], cached: bool = True,
+                 throughput: str = "project") -> None:
+        if throughput not in THROUGHPUTS:
+            raise ValueError(f"throughput must be one of {', '.join(THROUGHPUTS)}, got {throughput!r}")
         self._apps = {name: _App(name, d) for name, d in pollux["apps"].items()}
+        # "artifact": step times looked up as the Pollux artifact does (`perf/artifact.py`)
+        self.throughput = throughput
+        self._artifact = ({name: ArtifactThroughput(d) for name, d in pollux["apps"].items()}
+                          if throughput == "artifact" else None)
         self._ps = ps_fit["models"]
         self.applications: tuple[str, ...] = tuple(self._apps)
         self.ps_models: tuple[str, ...] = tuple(self._ps)
@@ -119,9 +133,9 @@ class PerfModel:
         self._report: dict | None = None
 
     @classmethod
-    def from_package(cls, cached: bool = True) -> PerfModel:
+    def from_package(cls, cached: bool = True, throughput: str = "project") -> PerfModel:
         pollux, ps = _package_data()
-        return cls(pollux, ps, cached=cached)
+        return cls(pollux, ps, cached=cached, throughput=throughput)
 
     def clear_cache(self) -> None:
         self._step_cache.clear()
@@ -148,7 +162,12 @@ class PerfModel:
         if not norm or not local_bsz > 0:
             raise ValueError(f"{app}: need replicas and a positive local batch,"
                              f" got {counts}, {local_bsz}")
-        out = self._app(app).step(norm, float(local_bsz))
+        a = self._app(app)
+        out = None
+        if self._artifact is not None:
+            out = self._artifact[app].step(norm, float(local_bsz))
+        if out is None:
+            out = a.step(norm, float(local_bsz))
         if self.cached:
             self._step_cache[key] = out
         return out
@@ -386,3 +405,9 @@ def _package_data() -> tuple[dict, dict]:
 def default_perf() -> PerfModel:
     """The shared, cached model built from the package data."""
     return PerfModel.from_package()
+
+
+@lru_cache(maxsize=1)
+def artifact_perf() -> PerfModel:
+    """The shared model whose step times are looked up as the Pollux artifact does."""
+    return PerfModel.from_package(throughput="artifact")
