@@ -40,8 +40,10 @@ class SwitchPanel:
         self.guard = guard
         self.preview: SwitchPreview | None = None
         self._computing = ""  # the engine whose preview is being computed
-        self.candidate = pn.widgets.Select(label="switch to", options=["", *available()],
-                                           width=140)
+        # "" is no choice; its label says so instead of showing an empty box
+        self.candidate = pn.widgets.Select(
+            label="switch to", options={"(choose one)": "", **{e: e for e in available()}},
+            width=140)
         self.placement = pn.widgets.Select(label="placement",
                                            options=[OWN_PLACEMENT, *PLACEMENT_PLUGINS],
                                            width=140, disabled=True)
