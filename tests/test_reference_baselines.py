@@ -13,6 +13,7 @@ import pytest
 from workbench.bench.reference import (
     REFERENCE,
     find_data_dir,
+    load_jobs,
     run_one,
     workload_path,
 )
@@ -21,6 +22,7 @@ from workbench.control import Controller
 from workbench.errors import ConfigError, InputError
 from workbench.model import JobSpec, JobState, Place, Scale, Suspend
 from workbench.perf import PerfModel, artifact_perf, default_perf
+from workbench.perf.artifact import artifact_batch
 from workbench.perf.goodput import artifact_iterations
 from workbench.placement.ledger import Ledger
 from workbench.policies import make_policy
@@ -229,6 +231,24 @@ def test_an_unmeasured_sequence_interpolates_over_nodes_replicas_and_batch():
         PerfModel.from_package(throughput="exact")
 
 
+def test_a_fixed_batch_runs_as_the_artifacts_job_rounds_it():
+    # simulator.py update_local_bsz: bert 384 on 12 replicas: local 32 > max local 12, so
+    # 2 extra micro-steps of ceil(32 / 3) = 11, capped at 384 // 36 = 10: a batch of 360
+    assert artifact_batch(384, 12, 12, 12, 384) == (10, 2, 360)
+    # one replica above the smallest batch accumulates at least once; at it, not
+    assert artifact_batch(1024, 1, 1024, 128, 4096) == (512, 1, 1024)
+    assert artifact_batch(128, 1, 1024, 128, 4096) == (128, 0, 128)
+    art = artifact_perf()
+    step, sync = art.step_and_sync("bert", (4, 4, 4), 10)
+    assert art.accumulated_step_time("bert", (4, 4, 4), 384) == pytest.approx(
+        step + 2 * (step - sync))
+    # the bench's Tiresias jobs train at that batch, for as many iterations as it needs
+    bert = [s for s in load_jobs(data_dir(), "1.0", 1, "tiresias", "artifact", "artifact")
+            if s.application == "bert" and s.initial_workers == 12]
+    assert bert and all(s.batch_size == 360 for s in bert)
+    assert bert[0].total_work == pytest.approx(artifact_iterations("bert", 360))
+
+
 # ---- job lengths and the bench ---------------------------------------------------------------
 
 @pytest.mark.parametrize("app, bsz, iterations", [
@@ -277,14 +297,15 @@ def test_rounds_on_the_artifacts_grid_from_time_zero():
     assert first[:2] == [1427.0, 1547.0] and (first[2] - 1427) % 60 == 0  # ours: from 1,427 s
 
 
-# What `workbench bench reference --loads 1.0 --workloads 6` prints, with the project's and the
-# artifact's job lengths and step times (`--throughput`); a change to tiresias or optimus, or to
-# either throughput model, that moves these must say why.
+# What `workbench bench reference --loads 1.0 --workloads 6` prints (the artifact's round grid,
+# the default), with the project's and the artifact's job lengths and step times
+# (`--throughput`); a change to tiresias or optimus, or to either throughput model, that moves
+# these must say why.
 PINNED_WORKLOAD_6 = {
-    ("tiresias", "project", "artifact"): 3239.0, ("tiresias", "artifact", "artifact"): 3452.2,
-    ("tiresias", "project", "project"): 3240.5, ("tiresias", "artifact", "project"): 3442.2,
-    ("optimus", "project", "artifact"): 4953.4, ("optimus", "artifact", "artifact"): 5187.3,
-    ("optimus", "project", "project"): 5007.6, ("optimus", "artifact", "project"): 5237.8}
+    ("tiresias", "project", "artifact"): 3232.3, ("tiresias", "artifact", "artifact"): 3479.9,
+    ("tiresias", "project", "project"): 3237.3, ("tiresias", "artifact", "project"): 3443.7,
+    ("optimus", "project", "artifact"): 4960.3, ("optimus", "artifact", "artifact"): 5310.4,
+    ("optimus", "project", "project"): 5010.3, ("optimus", "artifact", "project"): 5229.8}
 
 
 @pytest.mark.parametrize("engine, lengths, throughput", sorted(PINNED_WORKLOAD_6))

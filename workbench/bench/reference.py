@@ -14,6 +14,11 @@ iterations to the application's last epoch at the job's batch size (what the met
 count in). Both are printed by default for tiresias and optimus; pollux changes batch sizes, so its jobs always count the artifact's progress units
 (`pollux_job`) and its rows say `artifact`.
 
+The artifact's simulator, not only its engines, by default: step times looked up as it does
+and fixed batches run as its jobs run them (`--throughput artifact`, `perf.artifact_perf`,
+`perf/artifact.py`), rounds on its grid from t = 0 (`--rounds artifact`); `--throughput
+project` and `--rounds first-event` give the project's. See docs/reference-results.md.
+
 The artifact gives Tiresias each job's replicas and batch size, Optimus only the batch size (its
 replica cap is the engine's own, `OptimusPolicy.cap`) and Pollux neither: so for optimus a job's
 `max_workers` is widened to the cluster's GPUs here.
@@ -158,18 +163,39 @@ def workload_path(data: Path, load: str, n: int) -> Path:
     return data / folder / f"workload-{n}.csv"
 
 
-def load_jobs(data: Path, load: str, n: int, engine: str, lengths: str) -> list:
+def load_jobs(data: Path, load: str, n: int, engine: str, lengths: str,
+              throughput: str = "project") -> list:
     """Workload `n` at `load` as the artifact gives it to `engine` (see the module docstring),
-    with job lengths `project` or `artifact`."""
+    with job lengths `project` or `artifact`. With the artifact's throughput and lengths a
+    Tiresias job, whose replicas never change, trains at the batch the artifact's rounding
+    gives it (`perf.artifact.artifact_batch`: bert at 384 on 12 replicas runs 360), for as many
+    iterations as that batch needs."""
     from ..traces import load_pollux_workload
 
     jobs = list(load_pollux_workload(workload_path(data, load, n), lengths=lengths))
     gpus = sum(node.gpus for node in preset("default"))
+    if engine == "tiresias" and throughput == "artifact" and lengths == "artifact":
+        jobs = [_at_true_batch(s) for s in jobs]
     if engine == "optimus":
         jobs = [dataclasses.replace(s, max_workers=gpus) for s in jobs]
     if engine == "pollux":
         return [pollux_job(s, gpus) for s in jobs]
     return jobs
+
+
+def _at_true_batch(spec):
+    from ..perf import artifact_perf
+    from ..perf.artifact import artifact_batch
+    from ..perf.goodput import artifact_iterations
+
+    perf = artifact_perf()
+    sizes = perf.measured_batch_sizes(spec.application)
+    run = artifact_batch(spec.batch_size, spec.initial_workers,
+                         perf.max_local_bsz(spec.application), sizes[0], sizes[-1])
+    if run.batch == spec.batch_size:
+        return spec
+    return dataclasses.replace(spec, batch_size=run.batch,
+                               total_work=artifact_iterations(spec.application, run.batch, perf))
 
 
 def pollux_job(spec, gpus: int):
@@ -198,7 +224,7 @@ TAKES_PERF = ("optimus", "pollux")  # engines that predict step times (tiresias 
 
 
 def run_one(data: Path, engine: str, load: str, n: int, lengths: str = "artifact",
-            rounds: str = "first-event", throughput: str = "artifact") -> dict:
+            rounds: str = "artifact", throughput: str = "artifact") -> dict:
     """One engine on one workload: our average JCT beside the artifact's, and the seconds.
     `rounds`: the 60 s grid from the first arrival (our controller's) or, `artifact`, from
     t = 0 with the first round at 60 s (`Policy.round_origin`; the artifact's `simulate` loop:
@@ -210,7 +236,7 @@ def run_one(data: Path, engine: str, load: str, n: int, lengths: str = "artifact
     from ..policies import make_policy
 
     perf = artifact_perf() if throughput == "artifact" else default_perf()
-    jobs = load_jobs(data, load, n, engine, lengths)
+    jobs = load_jobs(data, load, n, engine, lengths, throughput)
     policy = make_policy(engine, **({"perf": perf} if engine in TAKES_PERF else {}))
     if rounds == "artifact":
         policy.round_origin = 0.0
@@ -468,7 +494,7 @@ def register(sub) -> None:
     p.add_argument("--lengths", default="both", choices=("project", "artifact", "both"),
                    help="job lengths: the artifact simulator's (the loader's default), the"
                         " project's, or both")
-    p.add_argument("--rounds", default="first-event", choices=ROUNDS,
+    p.add_argument("--rounds", default="artifact", choices=ROUNDS,
                    help="the 60 s grid of rounds from the first arrival (ours) or from t = 0"
                         " (the artifact's)")
     p.add_argument("--throughput", default="artifact", choices=THROUGHPUTS,

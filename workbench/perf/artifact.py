@@ -13,6 +13,14 @@ The project's default (`perf/model.py`) differs on purpose: it averages every me
 rotation of a multiset (the ring order of nodes is noise in the measurement) and interpolates
 in log batch. What the artifact would do but this does not:
 
+A job of fixed total batch B on n replicas runs, in the artifact (`simulator.py`,
+`Job.update_local_bsz`), a local batch rounded up, ceil(B / n); accum = ceil(local / max
+local batch) - 1 accumulation steps, at least one on a single replica when B exceeds the
+application's smallest batch; an atomic batch ceil(local / (accum + 1)) capped at the largest
+batch / (n (accum + 1)); so its true batch is n x atomic x (accum + 1) (bert at 384 on 12
+replicas: 360), and an iteration takes step + accum (step - sync) at the atomic batch
+(`artifact_batch`; `PerfModel.accumulated_step_time` with this throughput).
+
 - The node sequence is taken largest first, the order in which the artifact's Tiresias and
   Optimus fill nodes (most free GPUs first); a placement does not record node order here.
 - Outside the measured local batches of a sequence the artifact raises; here the nearest end
@@ -23,7 +31,26 @@ in log batch. What the artifact would do but this does not:
 from __future__ import annotations
 
 import bisect
-from typing import Any
+import math
+from typing import Any, NamedTuple
+
+
+class ArtifactBatch(NamedTuple):
+    atomic: int  # samples per replica per micro-step
+    accum: int  # extra micro-steps per iteration
+    batch: int  # the job's true batch: replicas x atomic x (accum + 1)
+
+
+def artifact_batch(batch: float, replicas: int, max_local: int, smallest: int,
+                   largest: int) -> ArtifactBatch:
+    """How the artifact runs a job of total `batch` on `replicas` (module docstring);
+    `smallest`, `largest`: the application's measured batch sizes' ends."""
+    local = math.ceil(batch / replicas - 1e-8)
+    accum = math.ceil(local / max_local - 1e-8) - 1
+    if replicas == 1 and batch > smallest:
+        accum = max(1, accum)
+    atomic = min(math.ceil(local / (accum + 1) - 1e-8), int(largest / (replicas * (accum + 1))))
+    return ArtifactBatch(atomic, accum, replicas * atomic * (accum + 1))
 
 
 class ArtifactThroughput:

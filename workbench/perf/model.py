@@ -81,7 +81,7 @@ from importlib import resources
 from typing import Any
 
 from ..model import JobKind, JobSpec, Placement
-from .artifact import ArtifactThroughput
+from .artifact import ArtifactThroughput, artifact_batch
 from .interp import Curve, Grid
 
 THROUGHPUTS = ("project", "artifact")
@@ -181,8 +181,14 @@ class PerfModel:
 
     def accumulated_step_time(self, app: str, counts: tuple[int, ...], batch_size: float) -> float:
         """Seconds per iteration at total batch `batch_size`, with gradient accumulation when the
-        local batch exceeds the app's max local batch."""
+        local batch exceeds the app's max local batch (with the artifact's throughput, its
+        rounding and accumulation rules: `perf.artifact.artifact_batch`)."""
         n = sum(counts)
+        if self._artifact is not None:  # the artifact's rounding and accumulation rules
+            a = self._app(app)
+            run = artifact_batch(batch_size, n, a.max_local_bsz, a.val_bsz[0], a.val_bsz[-1])
+            st, sy = self.step_and_sync(app, counts, run.atomic)
+            return st + run.accum * (st - sy)
         local = batch_size / n
         cap = self._app(app).max_local_bsz
         if local > cap:
