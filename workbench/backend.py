@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from .model import (
     Action,
@@ -32,8 +32,7 @@ from .model import (
 )
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):  # a tuple: a long trace makes hundreds of thousands, cheap to build
     """What became of one action: carried out, or refused with the backend's reason."""
 
     action: Action

@@ -263,8 +263,13 @@ class Controller:
         self._force_round = False
         self._owed = None
         self.rounds += 1
-        refused = sum(not o.applied for o in outcomes)
-        waits = sum(isinstance(o.action, Wait) or not o.applied for o in outcomes)
+        refused = waits = 0  # waits: Wait actions and refused ones
+        for o in outcomes:
+            if not o.applied:
+                refused += 1
+                waits += 1
+            elif isinstance(o.action, Wait):
+                waits += 1
         return RoundReport(now, policy.name, len(outcomes), refused,
                            time.perf_counter() - t0, waits)
 

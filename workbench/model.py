@@ -209,7 +209,8 @@ class ClusterState:
     def free(self) -> np.ndarray:
         """Free resources per node; a node that is down has none."""
         free = self.capacity - self.allocated
-        free[~self.node_up] = 0.0
+        if not self.node_up.all():  # (checked first: a mask of all nodes costs more)
+            free[~self.node_up] = 0.0
         return free
 
     @property
@@ -321,11 +322,13 @@ def placement_counts(placement: Placement) -> tuple[int, ...]:
 
 def placement_need(spec: JobSpec, workers: Placement, ps: Placement, nodes: list[Node],
                    node_index: dict[str, int], node_up: np.ndarray, capacity: np.ndarray,
-                   used: np.ndarray) -> tuple[dict[int, np.ndarray], list[tuple[int, int, float]]]:
-    """What a placement takes on each node it touches, and its tasks as (node, count, GPUs
-    per task). ValueError naming the job and the node when a node is unknown or down, or the
-    tasks do not fit in `capacity - used` there (both backends check the same way)."""
-    need: dict[int, np.ndarray] = {}
+                   used: np.ndarray) -> tuple[dict[int, list[float]], list[tuple[int, int, float]]]:
+    """What a placement takes on each node it touches ([cpu, mem, gpu] in plain floats: a
+    node's three numbers cost less than numpy calls, and are the same IEEE operations), and
+    its tasks as (node, count, GPUs per task). ValueError naming the job and the node when a
+    node is unknown or down, or the tasks do not fit in `capacity - used` there (both backends
+    check the same way)."""
+    need: dict[int, list[float]] = {}
     tasks: list[tuple[int, int, float]] = []
     for placement, demand in ((workers, spec.worker_demand), (ps, spec.ps_demand)):
         for name, count in placement.items():
@@ -336,12 +339,16 @@ def placement_need(spec: JobSpec, workers: Placement, ps: Placement, nodes: list
                 raise ValueError(f"{spec.name}: unknown node {name!r}")
             if not node_up[i]:
                 raise ValueError(f"{spec.name}: node {name} is down")
-            add = demand.as_array() * count
-            need[i] = need[i] + add if i in need else add
+            add = [float(demand.cpu) * count, float(demand.mem) * count, float(demand.gpu) * count]
+            if i in need:
+                add = [a + b for a, b in zip(need[i], add)]
+            need[i] = add
             tasks.append((i, count, demand.gpu))
     for i in sorted(need):
-        if any(u + n > c + 1e-6 for u, n, c in zip(used[i].tolist(), need[i].tolist(),
-                                                   capacity[i].tolist())):
+        (u_cpu, u_mem, u_gpu), (n_cpu, n_mem, n_gpu) = used[i].tolist(), need[i]
+        c_cpu, c_mem, c_gpu = capacity[i].tolist()
+        if u_cpu + n_cpu > c_cpu + 1e-6 or u_mem + n_mem > c_mem + 1e-6 or \
+                u_gpu + n_gpu > c_gpu + 1e-6:
             free = capacity[i] - used[i]
             raise ValueError(f"{spec.name}: does not fit on {nodes[i].name}"
                              f" (free {free[CPU]:g} CPU, {free[MEM]:g} GiB, {free[GPU]:g} GPU)")
@@ -362,6 +369,9 @@ def total(placement: Placement) -> int:
 
 
 def describe_placement(workers: Placement, ps: Iterable[tuple[str, int]] | Placement = ()) -> str:
+    if not ps and len(workers) == 1:  # most placements: one node, no PS
+        ((node, count),) = workers.items()
+        return f"{node}×{count}" if count else "nowhere"
     ps_items = ps.items() if isinstance(ps, dict) else ps
     parts = [f"{n}×{c}" for n, c in sorted(workers.items()) if c]
     ps_parts = [f"{n}×{c}ps" for n, c in sorted(ps_items) if c]

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .placer import Placer
 
 _EPS = 1e-9
+_WHOLE = 1 - _EPS  # a GPU this free is whole
 _VERSIONS = itertools.count(1)  # one number per ledger content, unique across ledgers and copies
 
 
@@ -34,8 +35,11 @@ class Ledger:
         self.state = state
         self.free = state.free  # a fresh array on every call
         # -1 marks "no such GPU" (or node down): never enough free, and no NaN handling.
-        self.gpu_free = np.where(state.node_up[:, None] & ~np.isnan(state.gpu_free),
-                                 state.gpu_free, -1.0)
+        # fmax gives -1 for NaN (no such GPU) and keeps a free fraction (>= 0): fewer calls
+        # than a mask of both.
+        self.gpu_free = np.fmax(state.gpu_free, -1.0)
+        if not state.node_up.all():
+            self.gpu_free[~state.node_up] = -1.0
         self.names = _node_names(state.nodes)
         self.index = state.node_index
         self.placer = placer
@@ -95,7 +99,7 @@ class Ledger:
         if g > 0:
             row = self.gpu_free[i].tolist()
             if g >= 1:
-                fit = sum(f >= 1 - _EPS for f in row) // _whole(g)
+                fit = len([f for f in row if f >= _WHOLE]) // _whole(g)
             else:
                 fit = sum(math.floor(max(f + _EPS, 0.0) / g) for f in row)
             count = fit if count is None else min(count, fit)
@@ -114,8 +118,9 @@ class Ledger:
     def _gpu_fit(self, g: float) -> np.ndarray:
         gf = self.gpu_free
         if g >= 1:
-            whole = (gf >= 1 - _EPS).sum(axis=1)
-            return whole // _whole(g)
+            whole = np.add.reduce(gf >= _WHOLE, axis=1)  # .sum(axis=1) without its wrapper
+            per = _whole(g)
+            return whole if per == 1 else whole // per
         return np.floor(np.maximum(gf + _EPS, 0.0) / g).sum(axis=1)
 
     def total_fit(self, demand: Resources) -> int:
@@ -157,7 +162,7 @@ class Ledger:
             for k, free in enumerate(row.tolist()):  # a node's few GPUs: faster than numpy calls
                 if left <= 0:
                     break
-                if free >= 1 - _EPS:
+                if free >= _WHOLE:
                     row[k] = 0.0
                     left -= 1
             return
@@ -199,13 +204,14 @@ class Ledger:
         fits = self.fit_counts(demand)
         if max_per_node is not None:
             fits = np.minimum(fits, max_per_node)
-        if fits.sum() < count:
+        if np.add.reduce(fits) < count:  # fits.sum() without its wrapper
             return None
         # A node that takes the whole job alone, the tightest such: best locality, least waste.
-        whole = np.flatnonzero(fits >= count)
+        # (array methods rather than np.flatnonzero / np.argmin: no dispatch, same answers)
+        whole = (fits >= count).nonzero()[0]
         if len(whole):
             key = fits[whole] - (0 if prefer is None else prefer[whole] * 1e6)
-            return {self.names[whole[np.argmin(key)]]: count}
+            return {self.names[whole[key.argmin()]]: count}
         order = np.argsort(-fits, kind="stable")
         if prefer is not None:
             order = np.lexsort((-fits, -prefer))
@@ -325,7 +331,8 @@ def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
     if text is not None:
         return text
     fits = ledger.fit_counts(d)
-    free_tasks, block = int(fits.sum()), int(fits.max(initial=0))
+    # fits.sum() and fits.max(initial=0) without their wrappers
+    free_tasks, block = int(np.add.reduce(fits)), int(np.maximum.reduce(fits, initial=0))
     unit = "GPUs" if d.gpu >= 1 else "worker slots"
     per = _whole(d.gpu) if d.gpu >= 1 else 1
     if free_tasks < workers:

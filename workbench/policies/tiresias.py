@@ -109,10 +109,19 @@ class TiresiasPolicy(Policy):
         v = self._view
         if state is v.wakeup_for:  # known from the round that saw this state
             return v.wakeup
-        best = math.inf
+        # `_crossing` of every job holding GPUs, inlined: a state seen by no round (the
+        # controller's sample after a round's actions) costs ~150 of these
+        thresholds, now, best = self.queue_thresholds, state.now, math.inf
         for job in state.iter_placed():
-            if job.state is not JobState.HOLDING:
-                best = min(best, self._crossing(job, job.num_workers, state.now))
+            if job.state is JobState.HOLDING:
+                continue
+            service = job.attained_service
+            q = bisect.bisect_right(thresholds, service)
+            rate = job.spec.worker_demand.gpu * job.num_workers
+            if q < len(thresholds) and rate > 0:
+                crossing = now + (thresholds[q] - service) / rate
+                if crossing < best:
+                    best = crossing
         v.wakeup_for, v.wakeup = state, best if best < math.inf else None
         return v.wakeup
 
@@ -195,7 +204,7 @@ class TiresiasPolicy(Policy):
         v.started = []
         placed_now = len(list_or_view(state.iter_placed()))
         if len(v.placed) != placed_now:  # only this engine places: so some job has left
-            for p in [p for p in v.placed if not p.job.state.placed]:
+            for p in self._departed(state):
                 self._unrank(p.job)  # completed, or sent back by a node failure
                 left.append(p.job)
             if len(v.placed) != placed_now:
@@ -206,6 +215,15 @@ class TiresiasPolicy(Policy):
             for name in [n for n, t in v.crossing.items() if t <= now]:
                 self._rank(v.entry[name].job, now)
         return left
+
+    def _departed(self, state: ClusterState) -> list[Ranked]:
+        """The ranked jobs that no longer hold GPUs, in ranking order."""
+        v = self._view
+        holding = getattr(state.placed, "mapping", None)  # the simulator's placed jobs by name
+        if holding is None:
+            return [p for p in v.placed if not p.job.state.placed]
+        # a set difference of ~150 names, rather than reading each job's state
+        return sorted(v.entry[name] for name in v.entry.keys() - holding.keys())
 
     # ---- a round ------------------------------------------------------------------------
 
@@ -218,13 +236,16 @@ class TiresiasPolicy(Policy):
         thresholds, placed = self.queue_thresholds, self._view.placed
         for q in range(len(thresholds) + 1):
             i, n = bisect.bisect_left(placed, (q,)), bisect.bisect_left(placed, (q + 1,))
-            waiting = self._first_queue_waiting(skip, left) if q == 0 else self._low_waiting(q)
-            for job in waiting:  # in queue order, of queue q only; merged with its placed jobs
+            if q == 0:
+                waiting = (((0, j.spec.arrival, j.spec.arrival, j.name), j)
+                           for j in self._first_queue_waiting(skip, left))
+            else:
+                waiting = self._low_waiting(q)
+            for key, job in waiting:  # in queue order, of queue q only; merged with its placed jobs
                 if job.name in skip:
                     continue
                 start = i
-                i = bisect.bisect_left(placed, (q, self._entered(job, q, state.now),
-                                                job.spec.arrival, job.name), i, n)
+                i = bisect.bisect_left(placed, key, i, n)
                 if i > start:
                     yield True, (start, i)
                 yield False, job
@@ -267,9 +288,10 @@ class TiresiasPolicy(Policy):
                                       job))
                 v.low_names.add(job.name)
 
-    def _low_waiting(self, q: int) -> Iterator[JobStatus]:
-        """The waiting jobs of lower queue `q` in the order they entered it (stale entries, jobs
-        no longer waiting, are dropped as they are met)."""
+    def _low_waiting(self, q: int) -> Iterator[tuple[tuple, JobStatus]]:
+        """The waiting jobs of lower queue `q` in the order they entered it, each with its key
+        (queue, entered, arrival, name) (stale entries, jobs no longer waiting, are dropped as
+        they are met)."""
         low = self._view.low
         i = bisect.bisect_left(low, (q,))
         while i < len(low) and low[i][0] == q:
@@ -278,7 +300,8 @@ class TiresiasPolicy(Policy):
                 self._view.low_names.discard(job.name)
                 del low[i]
                 continue
-            yield job
+            # the entry's time is `_entered(job, q, ...)`: it stays while the job waits in q
+            yield low[i][:4], job
             i += 1
 
     def _start_low(self, job: JobStatus) -> None:
@@ -306,40 +329,39 @@ class TiresiasPolicy(Policy):
         if key != v.gpus_up[0]:
             v.gpus_up = (key, float(state.capacity[state.node_up, 2].sum()))
         capacity = v.gpus_up[1]
-        kept: list[tuple[int, int]] = []  # runs of placed jobs that keep their GPUs
-        kept_some: list[Ranked] = []  # placed jobs that keep their GPUs from runs that do not
-        n_kept = 0
+        room, full = capacity + 1e-9, capacity - 1e-9  # the walk's bounds, computed once
+        # Placed jobs that lose their GPUs, in ranking order: those of a run that does not fit
+        # whole, then all those after where the walk stops (the runs cover the ranking in order).
+        dropped: list[Ranked] = []
+        walked = 0  # the end of the last run walked
         starting: list[JobStatus] = []  # waiting jobs chosen to start
         used = 0.0
         now = state.now
         for is_placed, item in self.ranked(state, rejected, left):
             if is_placed:
-                start, end = item
-                whole = sum(v.gpus[start:end])  # the same additions as over the entries
-                if used + whole <= capacity + 1e-9:  # typical: the whole run keeps its GPUs
-                    kept.append(item)
-                    n_kept += end - start
+                start, walked = item
+                whole = sum(v.gpus[start:walked])  # the same additions as over the entries
+                if used + whole <= room:  # typical: the whole run keeps its GPUs
                     used += whole
                 else:
-                    for p in v.placed[start:end]:
-                        if used + p.gpus <= capacity + 1e-9:
-                            kept_some.append(p)
-                            n_kept += 1
+                    for p in v.placed[start:walked]:
+                        if used + p.gpus <= room:
                             used += p.gpus
+                        else:
+                            dropped.append(p)
             else:
                 job = item
                 need = job.spec.worker_demand.gpu * job.spec.initial_workers
                 # artifact tiresias.py: a job that does not fit is skipped, the next may run
-                if used + need <= capacity + 1e-9:
+                if used + need <= room:
                     starting.append(job)
                     used += need
-            if used >= capacity - 1e-9:
+            if used >= full:
                 break
-        ledger = self.ledger(state) if starting or n_kept < len(v.placed) else None
-        if n_kept < len(v.placed):
-            keep = {p.name for start, end in kept for p in v.placed[start:end]}
-            keep.update(p.name for p in kept_some)
-            for p in [p for p in v.placed if p.name not in keep]:
+        dropped += v.placed[walked:]
+        ledger = self.ledger(state) if starting or dropped else None
+        if dropped:
+            for p in dropped:
                 job = p.job
                 self._unrank(job)
                 v.left.append(job)

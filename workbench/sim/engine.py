@@ -60,6 +60,7 @@ from .queue import WaitingQueue
 from .snapshot import Snapshot, take
 
 _EPS = 1e-9
+_WHOLE = 1 - _EPS  # a GPU this free is whole
 
 
 @dataclass(frozen=True, order=True)
@@ -638,7 +639,7 @@ class SimBackend:
         row = self.gpu_free[i]
         if g >= 1:  # a row is a node's few GPUs: plain Python beats numpy calls here
             n = int(round(g)) * count
-            idx = [k for k, free in enumerate(row.tolist()) if free >= 1 - _EPS][:n]
+            idx = [k for k, free in enumerate(row.tolist()) if free >= _WHOLE][:n]
             if len(idx) < n:
                 raise _Refused(f"{job}: {self.nodes[i].name} has {len(idx)} whole GPUs free, needs {n}")
             for k in idx:  # one by one: a handful of scalar stores beat indexing by a list
@@ -691,7 +692,7 @@ class SimBackend:
                 up = self.node_up
                 self._capacity_totals = (float(self.capacity[up, GPU].sum()),
                                          float(self.capacity[up, CPU].sum()))
-            alloc = self.allocated.sum(axis=0)
+            alloc = np.add.reduce(self.allocated, axis=0)  # .sum(axis=0) without its wrapper
             self._totals = (*self._capacity_totals, float(alloc[GPU]), float(alloc[CPU]))
         gpu_cap, cpu_cap, gpu_alloc, cpu_alloc = self._totals
         u = self.usage
