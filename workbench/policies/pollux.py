@@ -29,13 +29,13 @@ job whose objective improves most per GPU (looking past dips, as the keep-curren
 not convex), then the chosen shapes are placed (kept ones first, multi-node ones on whole free
 nodes, others on the tightest node that fits); a shape that does not fit drops to the next
 smaller option. The search space leaves out multi-node shapes that are not whole nodes.
-`objective(state, plan)` evaluates any allocation, so the two can be compared.
+`objective(state, plan)` evaluates any allocation, so the two can be compared. The greedy, and
+the bounds that let a round leave most jobs' options unmade, are in `pollux_greedy.py`.
 """
 
 from __future__ import annotations
 
 import bisect
-import heapq
 import math
 import operator
 from collections.abc import Callable
@@ -62,10 +62,22 @@ from ..model import (
 from ..perf.goodput import GoodputModel, app_goodput, fit_params, has_goodput
 from .base import Policy, register
 from .common import MAX_WAIT_REASONS, CheckedOnce, in_applicable_order
+from .pollux_greedy import (
+    BOUND_AHEAD,
+    SPEEDUP_FLOOR,
+    Bound,
+    FitSteps,
+    Lazy,
+    Option,
+    SureKeep,
+    first_move_bound,
+    greedy,
+    kept_first,
+    restart_factor_at,
+    scaled_options,
+)
 from .teaching import top
 
-RESTART_DELAY = 30.0  # pollux.py _evaluate: `delay = 30` (the simulator's restart cost)
-SPEEDUP_FLOOR = 1e-3  # pollux.py _evaluate: `scaled_speedups + 1e-3`
 MAX_REPLICAS = 64  # simulator.py get_pollux_job_info: "simulator can't handle more"
 ONE_REPLICA_APPS = frozenset({"ncf"})  # simulator.py get_pollux_job_info: ncf max_replicas 1
 _NO_GPU = "waiting: Pollux gave its GPUs to jobs whose speedup gains more of the objective"
@@ -88,13 +100,6 @@ class Agent:
         self.points[key] = point
         _, replicas, _ = key
         self.max_profiled_replicas = max(self.max_profiled_replicas, replicas)
-
-
-# One shape a job may take in a round (`options`), what the greedy (`choose`) moves between:
-# (GPUs, its term of the objective there (`cost`), its current placement when the shape is to
-# keep it as it is, else None). A plain tuple, read by unpacking: a Philly simulation makes
-# tens of millions, and a NamedTuple's constructor made it ~10 % slower.
-Option = tuple[int, float, Placement | None]
 
 
 class _Current(NamedTuple):
@@ -127,25 +132,6 @@ class _StepsMemo(NamedTuple):
     steps: list[tuple[int, float]]
 
 
-class _FitSteps(NamedTuple):
-    """A waiting job's `_steps` (not frozen), with its agent's fit and most profiled replicas
-    they were made from (None and 0 without an agent)."""
-
-    model: GoodputModel | None
-    most_replicas: int
-    steps: list[tuple[int, float]]
-
-
-class _Bound(NamedTuple):
-    """A waiting job's `_bound`: minus a bound on the ratio of its first move (`choose`'s
-    entry key) in any round up to `until`, while its restarts and `fit_steps` stay."""
-
-    neg_bound: float
-    until: float
-    restarts: int
-    fit_steps: _FitSteps
-
-
 class _Kept(NamedTuple):
     """A placed job's kept option (its current placement as an `Option`) and its speedup
     there, made with its agent's fit `model`."""
@@ -155,22 +141,10 @@ class _Kept(NamedTuple):
     speedup: float
 
 
-class _SureKeep(NamedTuple):
-    """`_kept_first`'s answer for a placed job whose first move is surely to its kept
-    placement: `options` its `_kept_options` with only the first and the kept one (index
-    `move`) in place (None elsewhere), `ratio` that move's ratio, `next_bound` a bound on the
-    ratio of its next move (None: it has none)."""
-
-    options: list[Option | None]
-    move: int
-    ratio: float
-    next_bound: float | None
-
-
 @dataclass(slots=True)
 class _KeptFirst:
     """What `_kept_record` made of a placed job: its steps, its kept option and whether its
-    first move is surely to it (`sure`, `_kept_first`), which hold up to `until` while its
+    first move is surely to it (`sure`, `kept_first`), which hold up to `until` while its
     restarts, its agent's fit (`model`, `most_replicas`) and `frozen` stay; `current` is its
     entry of `_round_options`' kept placements."""
 
@@ -178,7 +152,7 @@ class _KeptFirst:
     restarts: int
     until: float
     keep: _Kept
-    sure: _SureKeep | None
+    sure: SureKeep | None
     model: GoodputModel | None
     most_replicas: int
     frozen: bool
@@ -204,15 +178,15 @@ class _JobRecord:
     agent (`agent(job)`); for an agent of a job with a fixed batch, the work per epoch and the
     last epoch as `epoch_of` computes its epoch (else None); whether it asks for whole numbers
     of each resource (`_round_trip_exact`); its `_steps` unfrozen with their fit once asked,
-    its `_bound` while waiting, and its placement's record while placed."""
+    its `first_move_bound` while waiting, and its placement's record while placed."""
 
     spec: JobSpec
     agent: Agent | None
     epoch_work: float | None
     last_epoch: int
     whole_demands: bool
-    fit_steps: _FitSteps | None = None
-    bound: _Bound | None = None
+    fit_steps: FitSteps | None = None
+    bound: Bound | None = None
     placed: _Placed | None = None
 
 
@@ -236,7 +210,7 @@ class _Round:
 
 class _RoundOptions(NamedTuple):
     """`_round_options`' answer: each job's options (unmade ones: [its first option], or a
-    placed job's `_SureKeep` options), each placed job's `_Current`, the jobs whose options
+    placed job's `SureKeep` options), each placed job's `_Current`, the jobs whose options
     were made, `choose`'s entries of the others, and the bounds on the next moves of placed
     jobs entered at their kept placement (`later`)."""
 
@@ -247,13 +221,14 @@ class _RoundOptions(NamedTuple):
     later: dict[int, float | None]
 
 
-class _Lazy(NamedTuple):
-    """`choose`'s `lazy` argument (any 4-tuple in this order does)."""
+class _View(NamedTuple):
+    """A round's jobs (in its order), plan, `_Current`s of its placed jobs, and the speedups
+    of its planned jobs whose `_Current` does not give it (`_settle_view`)."""
 
-    entries: list[tuple[float, int, int]]
-    expand: Callable[[int], list[Option]]
-    made: list[int]
-    later: dict[int, float | None]
+    jobs: list[JobStatus]
+    plan: dict[str, Placement]
+    kept: dict[str, _Current]
+    speedups: dict[str, float]
 
 
 def epoch_of(perf, job: JobStatus) -> int:
@@ -283,8 +258,9 @@ class PolluxPolicy(Policy):
             raise ConfigError(f"p: expected a finite power-mean exponent <= 1, got {p!r}")
         self.p = float(p)  # pollux.py _evaluate: `p = -1`, "more negative = more fair"
         self.agents: dict[str, Agent] = {}
-        self.last_plan: dict[str, int] = {}
-        self.last_speedup: dict[str, float] = {}
+        self._last_plan: dict[str, int] = {}  # (`last_plan`, `last_speedup`)
+        self._last_speedup: dict[str, float] = {}
+        self._view: _View | None = None  # the last round's, until `last_plan` is read
         self.ps_plan: dict[str, Placement] = {}  # this round's parameter servers per PS job
         self.last_placements: dict[str, Placement] = {}  # the last round's plan
         # per job, its option sizes and speedup × share (what `options` needs but the restart
@@ -295,7 +271,7 @@ class PolluxPolicy(Policy):
         self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
         # (app, fit, gradient statistics, fixed batch) -> (model, its goodputs), shared by agents
         self._shared_fits: dict[tuple, tuple] = {}
-        self._grads: dict[tuple, tuple[float, float]] = {}  # (app, batch, epoch) -> (sqr, var)
+        self._grads: dict[tuple, tuple[list, list]] = {}  # (app, batch) -> sqr, var by epoch
 
     def reset(self) -> None:
         self.agents.clear()
@@ -303,13 +279,47 @@ class PolluxPolicy(Policy):
 
     def __getstate__(self) -> dict:
         # a copy runs on another backend's jobs: what was kept per job is remade as asked
+        self._settle_view()
         return {**self.__dict__, "_steps_memo": {}, "_steps_on": None, "_agent_of": {},
-                "_reject_impossible": CheckedOnce(), "_shared_fits": {}, "_grads": {}}
+                "_reject_impossible": CheckedOnce(), "_shared_fits": {}, "_grads": {},
+                "_view": None}
 
     def __setstate__(self, state: dict) -> None:
+        state = dict(state)
+        for name in ("last_plan", "last_speedup"):  # (a copy pickled when they were attributes)
+            if name in state:
+                state["_" + name] = state.pop(name)
         self.__dict__.update(state)
-        for memo in ("_shared_fits", "_grads"):  # (a copy pickled before they were kept)
-            self.__dict__.setdefault(memo, {})
+        for memo in ("_shared_fits", "_grads", "_last_plan", "_last_speedup"):
+            self.__dict__.setdefault(memo, {})  # (a copy pickled before they were kept)
+        self.__dict__.setdefault("_view", None)
+
+    @property
+    def last_plan(self) -> dict[str, int]:
+        """Each job of the last round (in its order) and its GPUs in the plan (0: none)."""
+        self._settle_view()
+        return self._last_plan
+
+    @property
+    def last_speedup(self) -> dict[str, float]:
+        """Each job of the last round (in its order) and its speedup on its planned
+        placement (0: none)."""
+        self._settle_view()
+        return self._last_speedup
+
+    def _settle_view(self) -> None:
+        """Make `last_plan` and `last_speedup` from the last round's `_View`: most rounds
+        nobody reads them, and making them cost as much as a round's greedy."""
+        view, self._view = self._view, None
+        if view is None:
+            return
+        names = [j.name for j in view.jobs]
+        self._last_plan = last_plan = dict.fromkeys(names, 0)
+        self._last_speedup = last_speedup = dict.fromkeys(names, 0.0)
+        for name, planned in view.plan.items():
+            last_plan[name] = sum(planned.values())
+            s = view.speedups.get(name)
+            last_speedup[name] = view.kept[name].speedup if s is None else s
 
     # ---- the agent -----------------------------------------------------------------------
 
@@ -345,12 +355,13 @@ class PolluxPolicy(Policy):
             _, atomics, accums = app.table(counts, agent.fixed_batch)
             atomic, accum = int(atomics[epoch]), int(accums[epoch])
         batch = sum(counts) * atomic * (accum + 1)
-        grad = self._grads.get((app, batch, epoch))
-        if grad is None:  # (`grad_stats` of a batch: the same numbers every time)
-            if len(self._grads) > 100_000:
+        stats = self._grads.get((app, batch))
+        if stats is None:  # (`grad_stats` of a batch: the same numbers every time)
+            if len(self._grads) > 10_000:
                 self._grads = {}
             sqr, var = app.grad_stats(batch)
-            grad = self._grads[app, batch, epoch] = (float(sqr[0, epoch]), float(var[0, epoch]))
+            stats = self._grads[app, batch] = (sqr[0].tolist(), var[0].tolist())
+        grad = (stats[0][epoch], stats[1][epoch])
         point = (len(counts), sum(counts), atomic)
         changed = grad != agent.grad
         if point not in agent.points:
@@ -422,7 +433,7 @@ class PolluxPolicy(Policy):
     def restart_factor(job: JobStatus, now: float) -> float:
         """pollux.py _evaluate: a changed allocation weighs max(age - restarts · 30, 0) /
         (age + 30)."""
-        return _restart_factor(job.spec.arrival, job.restarts, now)
+        return restart_factor_at(job.spec.arrival, job.restarts, now)
 
     def objective(self, state: ClusterState, plan: dict[str, Placement]) -> float:
         """The power mean of an allocation `plan` (job -> workers per node) of the active jobs,
@@ -463,7 +474,7 @@ class PolluxPolicy(Policy):
         current placement kept (`current`, when placed; `counts`: its `placement_counts`)."""
         factor = self.restart_factor(job, rnd.now)
         if self.p < 0:
-            out = _scaled_options(steps, factor, self.p, rnd.zero)
+            out = scaled_options(steps, factor, self.p, rnd.zero)
         else:
             out = [rnd.zero, *[(r, self.cost(scaled * factor), None) for r, scaled in steps]]
         if current:
@@ -512,7 +523,7 @@ class PolluxPolicy(Policy):
         Also each placed job's `_Current`; the jobs whose options were made; and `choose`'s
         entries of the others (`rnd.plain`; `_expander` makes their options): a waiting job's
         (-bound, j, -2 - GPUs) ([the first option] instead of its options), and a placed job's
-        first move to its kept placement, exact (its `_SureKeep` options instead), with the
+        first move to its kept placement, exact (its `SureKeep` options instead), with the
         bound of its next move (`later`)."""
         self._steps_context(_StepsContext(rnd.gpus, rnd.gpn, rnd.fair, rnd.share))
         zero_cost, now, p, plain = rnd.zero_cost, rnd.now, self.p, rnd.plain
@@ -525,13 +536,39 @@ class PolluxPolicy(Policy):
         later: dict[int, float | None] = {}
         whole = -2 - rnd.gpus  # a waiting job's first move is pushed with the whole budget
         for j, job in enumerate(jobs):
-            spec = job.spec
             rec = known.get(job.name)
-            if rec is None or rec.spec is not spec:
+            if rec is None or rec.spec is not job.spec:
                 rec = known[job.name] = self._known(job)
-            if job.state.placed:
-                opts = self._placed_options(job, rec, kept, rnd)
-                if type(opts) is _SureKeep:  # its kept placement first (`_kept_first`)
+            state, agent = job.state, rec.agent
+            if state.placed:
+                # its placement's record, its agent observed if it runs (`observe` inlined as
+                # far as "seen already")
+                workers, placed = job.workers, rec.placed
+                if placed is None or placed.workers != workers:
+                    current = {n: c for n, c in workers.items() if c}
+                    placed = rec.placed = _Placed(dict(workers), current,
+                                                  placement_counts(current))
+                if agent is not None and state is _RUNNING and workers and (
+                        rec.epoch_work is None or agent.seen != (
+                            placed.counts,
+                            min(int(job.progress / rec.epoch_work), rec.last_epoch))):
+                    self.observe(job, agent, placed.counts)
+                # most placed jobs, most rounds: surely kept first as last round (as
+                # `_placed_options` finds it, without an agent: no fit, 0 replicas profiled)
+                first = placed.first
+                if (plain and first is not None and first.sure is not None
+                        and first.until >= now and first.restarts == job.restarts
+                        and first.frozen is (state is _RESTARTING and bool(placed.current))
+                        and (agent is None or (first.model is agent.model and first.most_replicas
+                                               == agent.max_profiled_replicas))):
+                    kept[job.name] = first.current
+                    sure = first.sure
+                    options[j] = sure.options
+                    bounds.append((-sure.ratio, j, sure.move))
+                    later[j] = sure.next_bound
+                    continue
+                opts = self._placed_options(job, state, agent, placed, kept, rnd)
+                if type(opts) is SureKeep:  # its kept placement first (`kept_first`)
                     options[j] = opts.options
                     bounds.append((-opts.ratio, j, opts.move))
                     later[j] = opts.next_bound
@@ -539,12 +576,20 @@ class PolluxPolicy(Policy):
                     made.append(j)
                     options[j] = opts
                 continue
-            # waiting (most of a long queue): `_steps` inlined
-            agent, fit_steps = rec.agent, rec.fit_steps
+            # waiting (most of a long queue): its bound as last round, the checks below in one
+            bound, fit_steps = rec.bound, rec.fit_steps
+            if (plain and bound is not None and bound.fit_steps is fit_steps
+                    and bound.until >= now and bound.restarts == job.restarts
+                    and (agent is None or (fit_steps.model is agent.model
+                                           and fit_steps.most_replicas
+                                           == agent.max_profiled_replicas))):
+                bounds.append((bound.neg_bound, j, whole))
+                continue
+            # `_steps` inlined
             if fit_steps is None or (agent is not None and (
                     fit_steps.model is not agent.model
                     or fit_steps.most_replicas != agent.max_profiled_replicas)):
-                fit_steps = rec.fit_steps = _FitSteps(
+                fit_steps = rec.fit_steps = FitSteps(
                     None if agent is None else agent.model,
                     0 if agent is None else agent.max_profiled_replicas,
                     self._steps(job, agent, rnd.gpn, rnd.fair, rnd.share, False))
@@ -553,11 +598,10 @@ class PolluxPolicy(Policy):
                 options[j] = self._options(job, agent, fit_steps.steps, rnd)
                 continue
             # its options are made only if the greedy reaches its bound (`choose`)
-            bound = rec.bound
             if (bound is None or bound.until < now or bound.fit_steps is not fit_steps
                     or bound.restarts != job.restarts):
-                bound = rec.bound = _bound(spec, job.restarts, fit_steps, now, zero_cost, p,
-                                           rnd.gpus)
+                bound = rec.bound = first_move_bound(job.spec, job.restarts, fit_steps, now,
+                                                     zero_cost, p, rnd.gpus)
             bounds.append((bound.neg_bound, j, whole))
         if len(known) > 2 * len(jobs) + 1000:
             active = {j.name for j in jobs}
@@ -565,23 +609,15 @@ class PolluxPolicy(Policy):
             self._steps_memo = {k: v for k, v in memo.items() if k in active}
         return _RoundOptions(options, kept, made, bounds, later)
 
-    def _placed_options(self, job: JobStatus, rec: _JobRecord, kept: dict[str, _Current],
-                        rnd: _Round) -> list[Option] | _SureKeep:
-        """`options` of a placed job (`rec`: its `_known` record), its agent observed first if
-        it runs; its `_Current` into `kept`. Its current placement, counts and kept option are
-        remembered (`_Placed`) until its workers or its agent's fit change (the record is
-        remade with the fair share). Instead of its options, its `_SureKeep` when its first
-        move is surely to its kept placement."""
-        agent, workers, state = rec.agent, job.workers, job.state
-        placed = rec.placed
-        if placed is None or placed.workers != workers:
-            current = {n: c for n, c in workers.items() if c}
-            placed = rec.placed = _Placed(dict(workers), current, placement_counts(current))
-        if agent is not None and state is JobState.RUNNING and workers:
-            if rec.epoch_work is None or agent.seen != (
-                    placed.counts, min(int(job.progress / rec.epoch_work), rec.last_epoch)):
-                self.observe(job, agent, placed.counts)  # (else: as `observe`, seen already)
-        frozen = state is JobState.RESTARTING and bool(placed.current)
+    def _placed_options(self, job: JobStatus, state: JobState, agent: Agent | None,
+                        placed: _Placed, kept: dict[str, _Current], rnd: _Round
+                        ) -> list[Option] | SureKeep:
+        """`options` of a placed job (`state`: its state, `agent`, `placed`: its placement's
+        record, its agent observed already); its `_Current` into `kept`. Its current
+        placement, counts and kept option are remembered (`_Placed`) until its workers or its
+        agent's fit change (the record is remade with the fair share). Instead of its options,
+        its `SureKeep` when its first move is surely to its kept placement."""
+        frozen = state is _RESTARTING and bool(placed.current)
         model, most = (None, 0) if agent is None else (agent.model, agent.max_profiled_replicas)
         first = placed.first
         if (not rnd.plain or first is None or first.model is not model
@@ -599,7 +635,7 @@ class PolluxPolicy(Policy):
                      kept: dict[str, _Current], rnd: _Round, frozen: bool
                      ) -> _KeptFirst | list[Option]:
         """`_placed_options`' record of a placed job (`placed`): its steps (`_steps`), kept
-        option and `_kept_first`, made anew; not `rnd.plain` or without workers: its
+        option and `kept_first`, made anew; not `rnd.plain` or without workers: its
         `_options` (and its `_Current` into `kept`)."""
         current, counts = placed.current, placed.counts
         model = None if agent is None else agent.model
@@ -614,7 +650,7 @@ class PolluxPolicy(Policy):
             keep = placed.keep = _Kept(model, (sum(counts), self.cost(s * rnd.share), current),
                                        s)
         until = rnd.now + BOUND_AHEAD
-        sure = _kept_first(steps, keep.option, job, until, rnd.zero_cost, self.p, rnd.gpus)
+        sure = kept_first(steps, keep.option, job, until, rnd.zero_cost, self.p, rnd.gpus)
         placed.first = first = _KeptFirst(steps, job.restarts, until, keep, sure, model, most,
                                           frozen, _Current(current, counts, keep.speedup))
         return first
@@ -623,8 +659,8 @@ class PolluxPolicy(Policy):
                       now: float, zero: Option) -> list[Option]:
         """`_options` of a placed job (p < 0, `cost` inlined) from its steps and its kept
         option `keep`."""
-        out = _scaled_options(steps, _restart_factor(job.spec.arrival, job.restarts, now),
-                              self.p, zero)
+        out = scaled_options(steps, restart_factor_at(job.spec.arrival, job.restarts, now),
+                             self.p, zero)
         bisect.insort_right(out, keep, key=_gpus_cost)
         return out
 
@@ -640,8 +676,8 @@ class PolluxPolicy(Policy):
             if job.state.placed:  # from its `_kept_record`
                 first = rec.placed.first
                 return self._kept_options(job, first.steps, first.keep.option, now, zero)
-            return _scaled_options(rec.fit_steps.steps,
-                                   _restart_factor(job.spec.arrival, job.restarts, now), p, zero)
+            return scaled_options(rec.fit_steps.steps,
+                                  restart_factor_at(job.spec.arrival, job.restarts, now), p, zero)
 
         return expand
 
@@ -656,83 +692,13 @@ class PolluxPolicy(Policy):
         return _JobRecord(job.spec, agent, epoch_work, last_epoch, _whole_demands(job.spec))
 
     def choose(self, options: list[list[Option | None]], budget: int,
-               lazy: _Lazy | None = None) -> list[int]:
-        """Greedy: the chosen option per job, starting from 0 GPUs, each step the move to a
-        larger option with the largest drop in cost per added GPU that fits in `budget`.
-        Options: `Option`s, (GPUs, cost, kept placement). A move's heap entry is (-ratio, j,
-        index of the option it moves job j to).
-        `lazy` (`_Lazy`): job j's options are `expand(j)` unless j is in `made`. Its entry is
-        (-bound, j, -2 - budget), its options made when it is popped and its move then pushed
-        with that budget: no move of it has a ratio above `bound` (so every move popped
-        before is popped as when its options were there from the start); or, j in `later`,
-        the exact entry of its first move (its kept placement, in `options[j]` at that
-        index), and `later[j]` bounds its next move (None: none)."""
-        chosen = [0] * len(options)
-        heap: list[tuple[float, int, int]] = []
-        if lazy is None:
-            entries, expand, made, later = [], None, range(len(options)), {}
-        else:
-            entries, expand, made, later = lazy
-
-        def push(j: int) -> None:
-            opts, at = options[j], chosen[j]
-            g0, c0, _ = opts[at]
-            best, target = 0.0, -1
-            t = at
-            for g, c, _ in opts[at + 1:]:
-                t += 1
-                if g - g0 > budget or g == g0:
-                    continue
-                ratio = (c0 - c) / (g - g0)
-                if ratio > best + 1e-15:
-                    best, target = ratio, t
-            if target >= 0:
-                heapq.heappush(heap, (-best, j, target))
-
-        for j in made:
-            opts = options[j]
-            if len(opts) == 2 and opts[0][0] == 0:  # `push` of a job with one size (most)
-                (_, c0, _), (g, c, _) = opts
-                if g > budget or g == 0:
-                    continue
-                ratio = (c0 - c) / g
-                if ratio > 0.0 + 1e-15:
-                    heap.append((-ratio, j, 1))
-            elif len(opts) > 1:
-                push(j)
-        heap += entries
-        heapq.heapify(heap)  # entries differ in `j`: popped in the same order as pushed one by one
-        while heap:
-            if budget <= 0:  # every move left needs a GPU more: none is taken (nor pushed)
-                break
-            _, j, t = heapq.heappop(heap)
-            if t < 0:  # a bound: the move `push` made with budget -2 - t, made now
-                options[j] = expand(j)
-                later.pop(j, None)
-                budget, left = -2 - t, budget
-                push(j)
-                budget = left
-                continue
-            (g, _, _), (g0, _, _) = options[j][t], options[j][chosen[j]]
-            need = g - g0
-            if need > budget:
-                if j in later:
-                    options[j] = expand(j)
-                    del later[j]
-                push(j)
-                continue
-            budget -= need
-            chosen[j] = t
-            if t + 1 < len(options[j]):  # else no larger option to push
-                if j not in later:
-                    push(j)
-                elif later[j] is not None:  # its next move's bound, made when popped
-                    heapq.heappush(heap, (-later[j], j, -2 - budget))
-        return chosen
+               lazy: Lazy | None = None) -> list[int]:
+        """The greedy's chosen option per job (`pollux_greedy.greedy`)."""
+        return greedy(options, budget, lazy)
 
     def schedule(self, state: ClusterState) -> list[Action]:
-        actions, jobs = self._reject_impossible(state, list(state.active))
-        jobs = [j for j in jobs if j.state is not JobState.HOLDING]
+        actions, jobs = self._reject_impossible(state, state.active)  # (a new list)
+        jobs = [j for j in jobs if j.state is not _HOLDING]
         if not jobs:
             return actions
         gpus, nodes = _cluster_size(state)
@@ -744,19 +710,18 @@ class PolluxPolicy(Policy):
         zero_cost = self.cost(0.0)
         rnd = _Round(gpus, gpn, fair, share, state.now, zero_cost, (0, zero_cost, None), plain)
         opts = self._round_options(jobs, rnd)
-        chosen = self.choose(opts.options, gpus, _Lazy(opts.bounds, self._expander(jobs, rnd),
+        chosen = self.choose(opts.options, gpus, Lazy(opts.bounds, self._expander(jobs, rnd),
                                                        opts.made, opts.later))
         plan = self.place(state, jobs, opts.options, chosen, gpn)
         self.last_placements = plan
-        # a job left out of the plan (most of a long queue): 0 GPUs, speedup 0
-        names = [j.name for j in jobs]
-        self.last_plan = last_plan = dict.fromkeys(names, 0)
-        self.last_speedup = last_speedup = dict.fromkeys(names, 0.0)
-        known = self._agent_of
+        # the speedups of the plan now (the agents' fits move on), but for kept placements
+        # whose speedup is known; `last_plan` and `last_speedup` made of them when read
+        known, kept, speedups = self._agent_of, opts.kept, {}
         for name, planned in plan.items():
-            last_plan[name] = sum(planned.values())
-            last_speedup[name] = self._plan_speedup(known[name].agent, planned,
-                                                    opts.kept.get(name), fair)
+            hit = kept.get(name)
+            if hit is None or hit.placement is not planned or hit.speedup is None:
+                speedups[name] = self._plan_speedup(known[name].agent, planned, hit, fair)
+        self._view = _View(jobs, plan, kept, speedups)
         return actions + in_applicable_order(state, self.actions(jobs, plan, opts.kept))
 
     def _plan_speedup(self, agent: Agent | None, planned: Placement | None,
@@ -786,7 +751,7 @@ class PolluxPolicy(Policy):
         skip_kept = self._round_trip_exact(ledger, [jobs[j] for j in placed], self._agent_of)
         for j in placed:
             job = jobs[j]
-            if skip_kept and _keep_of(options[j][chosen[j]]) is not None:
+            if skip_kept and options[j][chosen[j]][2] is not None:  # (its kept placement)
                 continue
             if job.workers:
                 ledger.give_back(job.workers, job.spec.worker_demand)
@@ -856,7 +821,7 @@ class PolluxPolicy(Policy):
         waits = 0
         kept = kept or {}
         for job in jobs:
-            new = plan.get(job.name, {})
+            new = plan.get(job.name, _NOTHING)
             if not new and not job.state.placed:  # most of a long queue: waits on
                 if waits < MAX_WAIT_REASONS and job.reason != _NO_GPU:
                     out.append(Wait(job.name, _NO_GPU))
@@ -900,10 +865,12 @@ class PolluxPolicy(Policy):
 
 
 _by_service = operator.attrgetter("attained_service", "spec.arrival", "name")
+_RUNNING, _RESTARTING, _HOLDING = JobState.RUNNING, JobState.RESTARTING, JobState.HOLDING
+_NOTHING: Placement = {}  # (read only) no placement
 
 
-# an `Option`'s GPUs, cost, kept placement, and (GPUs, cost): the key options are sorted by
-_gpus_of, _cost_of, _keep_of = (operator.itemgetter(i) for i in range(3))
+# an `Option`'s GPUs, cost, and (GPUs, cost): the key options are sorted by
+_gpus_of, _cost_of = operator.itemgetter(0), operator.itemgetter(1)
 _gpus_cost = operator.itemgetter(0, 1)
 
 
@@ -917,76 +884,6 @@ def _cluster_size(state: ClusterState) -> tuple[int, int]:
     """(GPUs, nodes) of the nodes that are up (at least 1 each)."""
     up = state.capacity[state.node_up]
     return max(int(up[:, 2].sum()), 1), max(int(np.count_nonzero(up[:, 2] > 0)), 1)
-
-
-BOUND_AHEAD = 3600.0  # s: how long a waiting job's bound (`_bound`) holds
-
-
-def _restart_factor(arrival: float, restarts: int, now: float) -> float:
-    """pollux.py _evaluate: a changed allocation weighs max(age - restarts · 30, 0) /
-    (age + 30)."""
-    age = max(now - arrival, 0.0)
-    return max(age - restarts * RESTART_DELAY, 0.0) / (age + RESTART_DELAY)
-
-
-def _scaled_options(steps: list[tuple[int, float]], factor: float, p: float,
-                    zero: Option) -> list[Option]:
-    """`zero` and an option per step (replicas, speedup × share) at the restart `factor`, for
-    p < 0 (`cost` inlined: the same arithmetic, (s · share · factor + 1e-3) ** p)."""
-    return [zero, *[(r, (scaled * factor + SPEEDUP_FLOOR) ** p, None) for r, scaled in steps]]
-
-
-def _bound(spec, restarts: int, fit_steps: _FitSteps, now: float, zero_cost: float, p: float,
-           budget: int) -> _Bound:
-    """A `_Bound`: a bound no smaller than the ratio of a waiting job's first move (`choose`,
-    p < 0) in any round up to `until`, while its restarts and `fit_steps` (its
-    `_JobRecord`'s) stay. Its restart factor only grows with its age, and its costs fall as
-    the factor grows, so the factor at `until` bounds the ratio; the margin covers
-    rounding."""
-    until = now + BOUND_AHEAD
-    factor = _restart_factor(spec.arrival, restarts, until)
-    best = 0.0
-    for r, scaled in fit_steps.steps:
-        if 0 < r <= budget:
-            best = max(best, (zero_cost - (scaled * factor + SPEEDUP_FLOOR) ** p) / r)
-    return _Bound(-(best + 1e-9 * (abs(best) + abs(zero_cost)) + 1e-12), until, restarts,
-                  fit_steps)
-
-
-def _kept_first(steps: list[tuple[int, float]], keep: Option, job: JobStatus, until: float,
-                zero_cost: float, p: float, budget: int) -> _SureKeep | None:
-    """A `_SureKeep` when, in every round up to `until` while its restarts, `steps` and kept
-    option `keep` stay, a placed job's first move (`choose`'s `push` from 0 GPUs with
-    `budget`) is surely to its kept placement; else None. As in `_bound`, the other options'
-    costs at `until` bound theirs now."""
-    factor = _restart_factor(job.spec.arrival, job.restarts, until)
-    kept_gpus, kept_cost, _ = keep
-    ratio = (zero_cost - kept_cost) / kept_gpus
-    before, ahead, next_bound, sure = 0.0, 0, None, kept_gpus <= budget
-    for r, scaled in steps:
-        c = (scaled * factor + SPEEDUP_FLOOR) ** p
-        c -= 1e-9 * (abs(c) + abs(zero_cost)) + 1e-12  # no more than its cost now
-        bound = (zero_cost - c) / r
-        bound += 1e-9 * abs(bound) + 1e-12
-        if r < kept_gpus:
-            ahead += 1
-            if r <= budget:
-                before = max(before, bound)
-            continue
-        # (a kept option goes after an equal size no dearer)
-        if r == kept_gpus and not c > kept_cost:
-            sure = False
-        if r <= budget and not bound <= ratio + 1e-15:
-            sure = False
-        if r > kept_gpus:
-            b = (kept_cost - c) / (r - kept_gpus)
-            b += 1e-9 * abs(b) + 1e-12
-            next_bound = b if next_bound is None else max(next_bound, b)
-    if not (sure and ratio > before + 1e-15):
-        return None
-    options = [(0, zero_cost, None), *[None] * ahead, keep,
-               *[None] * (len(steps) - ahead)]
-    return _SureKeep(options, ahead + 1, ratio, next_bound)
 
 
 def _fit(ledger, job: JobStatus, replicas: int, gpn: int) -> tuple[Placement, Placement] | None:
