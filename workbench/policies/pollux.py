@@ -526,7 +526,7 @@ class PolluxPolicy(Policy):
         first move to its kept placement, exact (its `SureKeep` options instead), with the
         bound of its next move (`later`)."""
         self._steps_context(_StepsContext(rnd.gpus, rnd.gpn, rnd.fair, rnd.share))
-        zero_cost, now, p, plain = rnd.zero_cost, rnd.now, self.p, rnd.plain
+        now, plain = rnd.now, rnd.plain
         known, memo = self._agent_of, self._steps_memo
         none = [rnd.zero]  # a waiting job's options until they are made
         options: list[list[Option | None]] = [none] * len(jobs)
@@ -585,29 +585,39 @@ class PolluxPolicy(Policy):
                                            == agent.max_profiled_replicas))):
                 bounds.append((bound.neg_bound, j, whole))
                 continue
-            # `_steps` inlined
-            if fit_steps is None or (agent is not None and (
-                    fit_steps.model is not agent.model
-                    or fit_steps.most_replicas != agent.max_profiled_replicas)):
-                fit_steps = rec.fit_steps = FitSteps(
-                    None if agent is None else agent.model,
-                    0 if agent is None else agent.max_profiled_replicas,
-                    self._steps(job, agent, rnd.gpn, rnd.fair, rnd.share, False))
-            if not plain:
+            entry = self._waiting_entry(job, rec, agent, rnd)
+            if type(entry) is list:  # its options, made now (a round that is not plain)
                 made.append(j)
-                options[j] = self._options(job, agent, fit_steps.steps, rnd)
-                continue
-            # its options are made only if the greedy reaches its bound (`choose`)
-            if (bound is None or bound.until < now or bound.fit_steps is not fit_steps
-                    or bound.restarts != job.restarts):
-                bound = rec.bound = first_move_bound(job.spec, job.restarts, fit_steps, now,
-                                                     zero_cost, p, rnd.gpus)
-            bounds.append((bound.neg_bound, j, whole))
+                options[j] = entry
+            else:
+                bounds.append((entry, j, whole))
         if len(known) > 2 * len(jobs) + 1000:
             active = {j.name for j in jobs}
             self._agent_of = {k: v for k, v in known.items() if k in active}
             self._steps_memo = {k: v for k, v in memo.items() if k in active}
         return _RoundOptions(options, kept, made, bounds, later)
+
+    def _waiting_entry(self, job: JobStatus, rec: _JobRecord, agent: Agent | None,
+                       rnd: _Round) -> list[Option] | float:
+        """A waiting job's entry in `_round_options` when last round's bound does not hold:
+        its options, made now in a round that is not plain, else minus a bound on its first
+        move (its options are made only if the greedy reaches it)."""
+        fit_steps = rec.fit_steps  # `_steps` inlined
+        if fit_steps is None or (agent is not None and (
+                fit_steps.model is not agent.model
+                or fit_steps.most_replicas != agent.max_profiled_replicas)):
+            fit_steps = rec.fit_steps = FitSteps(
+                None if agent is None else agent.model,
+                0 if agent is None else agent.max_profiled_replicas,
+                self._steps(job, agent, rnd.gpn, rnd.fair, rnd.share, False))
+        if not rnd.plain:
+            return self._options(job, agent, fit_steps.steps, rnd)
+        bound = rec.bound
+        if (bound is None or bound.until < rnd.now or bound.fit_steps is not fit_steps
+                or bound.restarts != job.restarts):
+            bound = rec.bound = first_move_bound(job.spec, job.restarts, fit_steps, rnd.now,
+                                                 rnd.zero_cost, self.p, rnd.gpus)
+        return bound.neg_bound
 
     def _placed_options(self, job: JobStatus, state: JobState, agent: Agent | None,
                         placed: _Placed, kept: dict[str, _Current], rnd: _Round
