@@ -39,6 +39,7 @@ from pathlib import Path
 from ..clusters import preset
 from ..errors import ConfigError, InputError
 from ..output import emit
+from ..perf.model import THROUGHPUTS
 
 LOADS = ("0.5", "1.0", "1.5", "2.0")
 ENGINES = ("tiresias", "optimus", "pollux")
@@ -185,13 +186,10 @@ def load_jobs(data: Path, load: str, n: int, engine: str, lengths: str,
 
 def _at_true_batch(spec):
     from ..perf import artifact_perf
-    from ..perf.artifact import artifact_batch
     from ..perf.goodput import artifact_iterations
 
     perf = artifact_perf()
-    sizes = perf.measured_batch_sizes(spec.application)
-    run = artifact_batch(spec.batch_size, spec.initial_workers,
-                         perf.max_local_bsz(spec.application), sizes[0], sizes[-1])
+    run = perf.artifact_run(spec.application, spec.batch_size, spec.initial_workers)
     if run.batch == spec.batch_size:
         return spec
     return dataclasses.replace(spec, batch_size=run.batch,
@@ -219,7 +217,6 @@ def pollux_job(spec, gpus: int):
 
 
 ROUNDS = ("first-event", "artifact")
-THROUGHPUTS = ("artifact", "project")
 TAKES_PERF = ("optimus", "pollux")  # engines that predict step times (tiresias does not)
 
 

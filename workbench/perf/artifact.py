@@ -9,10 +9,6 @@ linearly over (num_nodes capped at 16, num_replicas, local_bsz) between the plac
 averaged per (nodes, replicas, local batch) and the scalability rows (a Delaunay
 triangulation: scipy's `LinearNDInterpolator`).
 
-The project's default (`perf/model.py`) differs on purpose: it averages every measured
-rotation of a multiset (the ring order of nodes is noise in the measurement) and interpolates
-in log batch. What the artifact would do but this does not:
-
 A job of fixed total batch B on n replicas runs, in the artifact (`simulator.py`,
 `Job.update_local_bsz`), a local batch rounded up, ceil(B / n); accum = ceil(local / max
 local batch) - 1 accumulation steps, at least one on a single replica when B exceeds the
@@ -20,6 +16,10 @@ application's smallest batch; an atomic batch ceil(local / (accum + 1)) capped a
 batch / (n (accum + 1)); so its true batch is n x atomic x (accum + 1) (bert at 384 on 12
 replicas: 360), and an iteration takes step + accum (step - sync) at the atomic batch
 (`artifact_batch`; `PerfModel.accumulated_step_time` with this throughput).
+
+The project's default (`perf/model.py`) differs on purpose: it averages every measured
+rotation of a multiset (the ring order of nodes is noise in the measurement) and interpolates
+in log batch. What the artifact would do but this does not:
 
 - The node sequence is taken largest first, the order in which the artifact's Tiresias and
   Optimus fill nodes (most free GPUs first); a placement does not record node order here.

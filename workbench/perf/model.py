@@ -81,7 +81,7 @@ from importlib import resources
 from typing import Any
 
 from ..model import JobKind, JobSpec, Placement
-from .artifact import ArtifactThroughput, artifact_batch
+from .artifact import ArtifactBatch, ArtifactThroughput, artifact_batch
 from .interp import Curve, Grid
 
 THROUGHPUTS = ("project", "artifact")
@@ -185,8 +185,7 @@ class PerfModel:
         rounding and accumulation rules: `perf.artifact.artifact_batch`)."""
         n = sum(counts)
         if self._artifact is not None:  # the artifact's rounding and accumulation rules
-            a = self._app(app)
-            run = artifact_batch(batch_size, n, a.max_local_bsz, a.val_bsz[0], a.val_bsz[-1])
+            run = self.artifact_run(app, batch_size, n)
             st, sy = self.step_and_sync(app, counts, run.atomic)
             return st + run.accum * (st - sy)
         local = batch_size / n
@@ -196,6 +195,12 @@ class PerfModel:
             st, sy = self.step_and_sync(app, counts, local / (accum + 1))
             return st + accum * (st - sy)
         return self.step_and_sync(app, counts, local)[0]
+
+    def artifact_run(self, app: str, batch_size: float, replicas: int) -> ArtifactBatch:
+        """How the Pollux artifact's job runs a fixed `batch_size` on `replicas` (its atomic
+        batch, accumulation steps and true batch: `perf.artifact.artifact_batch`)."""
+        a = self._app(app)
+        return artifact_batch(batch_size, replicas, a.max_local_bsz, a.val_bsz[0], a.val_bsz[-1])
 
     def max_local_bsz(self, app: str) -> int:
         return self._app(app).max_local_bsz

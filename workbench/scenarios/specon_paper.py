@@ -250,8 +250,8 @@ SCENARIO = Scenario(
     # 10, not 3: on about half the seeds no job can move (gain exactly 0), so a 3-seed mean
     # swung from 0 to two thirds of the largest gain (3 seeds: 6.1 % mean JCT; 10: 8.8 %)
     seeds=10,
-    notes=("Claims from the abstract and the authors' per-job figure; 3 worker nodes, the 7 arrivals, α/interval and BestEffort"
-           " pods from the experiment's scripts (fishercht1995/Speculative-Migration). Guesses:"
+    notes=("Claims from the abstract and the authors' per-job figure; 3 worker nodes, the 7"
+           " arrivals, α/interval and BestEffort pods from the experiment's scripts (fishercht1995/Speculative-Migration). Guesses:"
            " 8 cores per node, and a seeded cifar10/deepspeech2 mix standing in for LeNet."
            " Contention applies to both engines."),
 )
