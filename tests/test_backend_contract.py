@@ -100,3 +100,33 @@ def test_the_kubernetes_backend_stops_no_job_at_its_end(action, words):
     midway = TrackedJob(("ns", "a"), JobStatus(spec=spec(), state=JobState.RUNNING,
                                                 workers={"n": 2}, progress=10.0))
     Actuator._refuse_if_finishing(midway, action)  # not at its end: goes through
+
+
+def _pod(uid, job="a", node=None, phase="Pending"):
+    from workbench.k8s import labels
+    return {"metadata": {"uid": uid, "name": f"{job}-{uid}", "namespace": "ns",
+                         "labels": {labels.JOB: job}},
+            "spec": {"schedulerName": labels.SCHEDULER_NAME, "nodeName": node},
+            "status": {"phase": phase}}
+
+
+def test_a_planned_placement_outlives_a_pod_deleted_under_its_bind():
+    # After a Scale the job's Job may make pods for the old count and trim them when it sees
+    # the new one; a bind can reach a trimmed pod (404). That pod is gone, not the placement:
+    # rolling the gang back sent the job to waiting and the engine placed it again, an extra
+    # restart the simulator never makes.
+    from workbench.k8s.actions import Actuator, Gang
+    from workbench.k8s.binder import BindResult
+    from workbench.k8s.reconcile import JobBook, TrackedJob
+    st = JobStatus(spec=spec(), state=JobState.RESTARTING, workers={"n": 2}, target_workers=2)
+    job = TrackedJob(("ns", "a"), st, plan=({"n": 2}, {}))
+    book = JobBook()
+    actuator = Actuator(book, None, None, None, plan_timeout=30.0)  # a 404 touches neither
+    kept, gone = _pod("kept"), _pod("gone")
+    actuator._bind_failed(Gang(job, Place("a", "r"), [(kept, "n", None), (gone, "n", None)],
+                               None, "", [BindResult(kept, "n", True),
+                                          BindResult(gone, "n", False, "not found", 404)]))
+    assert job.plan == ({"n": 2}, {}) and st.state is JobState.RESTARTING
+    assert st.workers == {"n": 2}
+    assert [p["metadata"]["uid"] for p in job.bound_pods] == ["kept"]
+    assert "kept" in book.assumed

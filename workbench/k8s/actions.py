@@ -514,6 +514,14 @@ class Actuator:
         job, st = g.job, g.job.status
         bound = [r for r in g.results if r.ok]
         bad = next(r for r in g.results if not r.ok)
+        if job.plan is not None and all(r.ok or r.status == 404 for r in g.results):
+            # a planned placement's pod was deleted under the bind (its Job trimming pods it
+            # made before it saw the new count): not a failure of the placement, whose other
+            # pods stay bound; `advance_plan` binds the rest as they are re-created
+            self._keep_bound(job, bound)
+            log.info("%s: %s was deleted as it was bound; the planned placement waits for"
+                     " its pods", st.name, bad.pod["metadata"]["name"])
+            return
         why = (f"waiting: binding {bad.pod['metadata']['name']} to {bad.node} failed"
                f" ({bad.error}); the gang was rolled back")
         for r in g.results:
@@ -524,9 +532,7 @@ class Actuator:
                 self.book.uncertain[r.pod["metadata"]["uid"]] = (r.pod, r.node, time.monotonic())
         if job.partial and job.plan is None:
             # pod by pod: the pods that did bind stay, as kube-scheduler's would
-            for r in bound:
-                self.book.assumed[r.pod["metadata"]["uid"]] = (r.node, time.monotonic())
-                job.bound_pods.append({**r.pod, "spec": {**r.pod["spec"], "nodeName": r.node}})
+            self._keep_bound(job, bound)
             st.workers, st.ps = bound_placement(job.bound_pods)
             st.reason = why
             return
@@ -547,6 +553,12 @@ class Actuator:
         st.reason = why
         if st.first_start is not None and isinstance(g.action, Place) and g.detail:
             st.restarts = max(st.restarts - 1, 0)
+
+    def _keep_bound(self, job: TrackedJob, bound: list) -> None:
+        """The pods of a gang's bind that did bind stay bound (assumed until the watch agrees)."""
+        for r in bound:
+            self.book.assumed[r.pod["metadata"]["uid"]] = (r.node, time.monotonic())
+            job.bound_pods.append({**r.pod, "spec": {**r.pod["spec"], "nodeName": r.node}})
 
     # ---- events -------------------------------------------------------------------------------
 
