@@ -225,12 +225,12 @@ def test_a_round_chooses_as_if_every_jobs_options_were_made():
     seen, lazy = [], 0
     place = pol.place
 
-    def checked(state, round_jobs, options, chosen, gpn):
+    def checked(state, round_jobs, options, chosen, gpn, *placed):
         nonlocal lazy
         lazy += sum(1 for o in options if None in o or len(o) == 1)
         seen.append(([options[j][t][:2] for j, t in enumerate(chosen)],
                      _eager_choice(pol, state, round_jobs, 16, gpn)))
-        return place(state, round_jobs, options, chosen, gpn)
+        return place(state, round_jobs, options, chosen, gpn, *placed)
 
     pol.place = checked
     c = Controller(b, pol)

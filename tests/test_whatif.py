@@ -402,3 +402,23 @@ def test_a_previews_current_side_is_what_the_live_run_then_does(engine):
     side = preview.decisions[preview.decisions.policy == engine]
     predicted = [(round(t, 9), a, j) for t, a, j in zip(side.time_h, side.action, side.job)]
     assert len(then) == 12 and predicted == then
+
+
+@pytest.mark.parametrize("engine", ["dl2", "tiresias"])
+def test_a_preview_side_counts_the_jobs_finished_at_its_fork_as_if_it_read_them(engine):
+    """`Finished`: a side that skips the jobs finished at the fork (their restarts, and the
+    deadlines of the rejected ones, counted once) answers as one that reads every job."""
+    import copy
+
+    from workbench.policies import make_policy
+    from workbench.whatif import Finished, preview_side
+
+    live = simulate(load_nodes("default", "default"), load_jobs("default"), engine)
+    live.run(until=6 * 3600)
+    base = live.backend
+    start, usage, gone = base.now, copy.copy(base.usage), Finished.at(base)
+    assert gone.names and (gone.restarts if engine == "tiresias" else gone.rejected_deadlines)
+    read = preview_side(base.fork(), engine, make_policy(engine), start, 3 * 3600, usage)
+    skipped = preview_side(base.fork(), engine, make_policy(engine), start, 3 * 3600, usage,
+                           None, gone)
+    assert repr(skipped) == repr(read) and skipped[1] == read[1]

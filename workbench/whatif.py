@@ -28,6 +28,7 @@ import copyreg
 import dataclasses
 import gc
 import math
+import operator
 import pickle
 import threading
 import time
@@ -76,14 +77,24 @@ def own_copy(base: Forkable | bytes | HandedOver) -> Forkable:
     if isinstance(base, HandedOver):
         return base.base
     if not isinstance(base, bytes):
-        return base.fork()
+        return aged(base.fork())
     collecting = gc.isenabled()
     gc.disable()  # hundreds of thousands of new objects: no collections meanwhile
     try:
-        return pickle.loads(base)
+        return aged(pickle.loads(base))
     finally:
         if collecting:
             gc.enable()
+
+
+def aged(fork: T) -> T:
+    """`fork`, just made, with every object the cyclic collector tracks moved to its oldest
+    generation at once (`gc.freeze` and back): the ~150 k objects a Philly fork adds live as
+    long as it does, and the young collection due next scanned them all to free nothing
+    (85-130 ms a fork). Young garbage, if any, waits for a full collection instead."""
+    gc.freeze()
+    gc.unfreeze()
+    return fork
 
 
 def on_executor(executor: Executor | None, task: Callable[..., T], base: Forkable,
@@ -127,10 +138,10 @@ def look_ahead_base(backend: Any, engine: str = "") -> tuple[Forkable, float | N
     snapshot it was restored from (None: the simulator's own exact fork). `engine`: the
     engine scheduling now, recorded in the snapshot."""
     if isinstance(backend, Forkable):
-        return backend.fork(), None
+        return aged(backend.fork()), None
     if isinstance(backend, Snapshottable):
         snapshot = backend.snapshot(engine)
-        return from_snapshot(snapshot), snapshot.wall_time
+        return aged(from_snapshot(snapshot)), snapshot.wall_time
     raise TypeError(f"{type(backend).__name__} can neither fork nor take a snapshot")
 
 
@@ -305,6 +316,7 @@ def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: f
     base, taken = look_ahead_base(backend, current.name)
     start = base.now
     base_usage = copy.copy(base.usage)
+    gone = Finished.at(base)
     ran: list[bool] = []
     cur, new = current.name, candidate.name
 
@@ -313,8 +325,8 @@ def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: f
         t0 = time.perf_counter()
         (row_a, jobs_a, acts_a), (row_b, jobs_b, acts_b) = on_executor(
             executor, preview_side, base,
-            [(cur, keep, start, horizon, base_usage, last_round),
-             (new, candidate, start, horizon, base_usage)],
+            [(cur, keep, start, horizon, base_usage, last_round, gone),
+             (new, candidate, start, horizon, base_usage, None, gone)],
             hand_over=True)
         changes = job_changes(jobs_a, jobs_b, cur, new, start)
         decisions = pd.DataFrame(acts_a + acts_b, columns=DECISION_COLUMNS)
@@ -333,18 +345,52 @@ def _run_once(ran: list[bool]) -> None:
 
 
 def preview_side(base: Forkable | bytes, label: str, engine: Policy, start: float,
-                 horizon: float, base_usage: Any, last_round: float | None = None
+                 horizon: float, base_usage: Any, last_round: float | None = None,
+                 gone: Finished | None = None
                  ) -> tuple[dict[str, Any], dict[str, JobStatus], list[dict[str, Any]]]:
     """One side of a preview, run on its own copy of `base` (see `own_copy`): its
     `horizon_row`, the outcomes of the jobs not finished at `start` (plain statuses, small to
-    send back), and its first decisions. `last_round`: see `prepare_preview`."""
+    send back), and its first decisions. `last_round`: see `prepare_preview`; `gone`: the
+    jobs finished at `start` (`Finished.at(base)`), or None."""
     twin = Controller(own_copy(base), engine)
     twin.carry_on(last_round)
     with frozen_heap():  # the copy too
         run = run_fork(label, twin, start + horizon, None)
-    jobs = {name: settled(j) for name, j in run.controller.backend.jobs.items()
+    jobs = {name: settled(j) for name, j in _unsettled(run.controller.backend.jobs, gone)
             if not (j.state.finished and (j.finish_time or 0) <= start)}
-    return horizon_row(run, start, base_usage), jobs, decision_rows(run)
+    return horizon_row(run, start, base_usage, gone), jobs, decision_rows(run)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """The jobs a fork holds finished (at its `start`), which no run on it changes: their
+    names, their restarts, and the deadlines of the rejected ones after `start` (missed by
+    any run that passes them). A preview's sides read the other jobs only: a Philly fork holds
+    ~50 k finished jobs, and each pass over them cost 10-20 ms (cold in memory)."""
+
+    names: frozenset[str]
+    restarts: int
+    rejected_deadlines: tuple[float, ...]
+
+    @classmethod
+    def at(cls, base: Any) -> Finished:
+        active, start = base.active, base.now
+        jobs = [j for name, j in base.jobs.items() if name not in active]  # (arrived)
+        rejected = [j.spec.deadline for j in jobs if j.state is JobState.REJECTED]
+        return cls(frozenset(base.jobs.keys() - active.keys()), sum(map(_restarts, jobs)),
+                   tuple(d for d in rejected if d is not None and d > start))
+
+
+_restarts = operator.attrgetter("restarts")
+
+
+def _unsettled(jobs: dict[str, JobStatus], gone: Finished | None
+               ) -> Iterable[tuple[str, JobStatus]]:
+    """`jobs`' items (in order) but those finished in `gone` (None: all)."""
+    if gone is None:
+        return jobs.items()
+    names = gone.names
+    return [(name, j) for name, j in jobs.items() if name not in names]
 
 
 def settled(job: JobStatus) -> JobStatus:
@@ -354,12 +400,20 @@ def settled(job: JobStatus) -> JobStatus:
                      finish_time=job.finish_time)
 
 
-def horizon_row(run: ForkRun, start: float, base_usage: Any) -> dict[str, Any]:
+def horizon_row(run: ForkRun, start: float, base_usage: Any, gone: Finished | None = None
+                ) -> dict[str, Any]:
     """A run's outcome since `start` (when it was forked): jobs completed since, the deadlines
     among them met, their mean JCT, jobs rejected since (and the commonest reason), the queue
-    and the unfinished jobs at the end, the GPU allocation since, the jobs it saw."""
+    and the unfinished jobs at the end, the GPU allocation since, the jobs it saw. `gone`: the
+    jobs finished at `start` (`Finished.at` the fork), counted from it (None: read)."""
     backend = run.controller.backend
-    jobs = list(backend.jobs.values())
+    jobs = [j for _, j in _unsettled(backend.jobs, gone)]
+    # (a job finished at `start` is neither completed, rejected nor seen since, and misses a
+    # deadline after `start` only if it was rejected)
+    restarts, missed = 0, 0
+    if gone is not None:
+        restarts = gone.restarts
+        missed = sum(1 for d in gone.rejected_deadlines if d <= backend.now)
     done = job_metrics(j for j in jobs if j.state is JobState.COMPLETED and j.finish_time > start)
     rejected = [j for j in jobs if j.state is JobState.REJECTED and j.finish_time > start]
     reasons = Counter(j.reason.removeprefix("rejected: ") for j in rejected).most_common(1)
@@ -369,10 +423,11 @@ def horizon_row(run: ForkRun, start: float, base_usage: Any) -> dict[str, Any]:
     queued = sum(1 for j in list(backend.active.values())
                  if j.state in (JobState.PENDING, JobState.HOLDING))
     return {"policy": run.label, "completed": done["completed"], "rejected": len(rejected),
-            "deadline_jobs": done["deadline_jobs"] + _missed_since(jobs, start, backend.now),
+            "deadline_jobs": done["deadline_jobs"] + missed + _missed_since(jobs, start,
+                                                                             backend.now),
             "deadline_hits": hits, "mean_jct_h": done["avg_jct_h"], "queued_at_end": queued,
             "unfinished": len(backend.active), "gpu_util": usage_metrics(since)["gpu_alloc_util"],
-            "restarts": sum(j.restarts for j in jobs), "rounds": run.controller.rounds,
+            "restarts": restarts + sum(j.restarts for j in jobs), "rounds": run.controller.rounds,
             "jobs_seen": seen, "top_rejection": reasons[0][0] if reasons else ""}
 
 

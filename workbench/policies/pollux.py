@@ -211,14 +211,16 @@ class _Round:
 class _RoundOptions(NamedTuple):
     """`_round_options`' answer: each job's options (unmade ones: [its first option], or a
     placed job's `SureKeep` options), each placed job's `_Current`, the jobs whose options
-    were made, `choose`'s entries of the others, and the bounds on the next moves of placed
-    jobs entered at their kept placement (`later`)."""
+    were made, `choose`'s entries of the others, the bounds on the next moves of placed
+    jobs entered at their kept placement (`later`), and `place`'s `placed`: the placed jobs
+    and whether all of them ask for whole numbers of each resource."""
 
     options: list[list[Option | None]]
     kept: dict[str, _Current]
     made: list[int]
     bounds: list[tuple[float, int, int]]
     later: dict[int, float | None]
+    placed: tuple[list[int], bool]
 
 
 class _View(NamedTuple):
@@ -272,6 +274,8 @@ class PolluxPolicy(Policy):
         # (app, fit, gradient statistics, fixed batch) -> (model, its goodputs), shared by agents
         self._shared_fits: dict[tuple, tuple] = {}
         self._grads: dict[tuple, tuple[list, list]] = {}  # (app, batch) -> sqr, var by epoch
+        # the last round's jobs as given and in (arrival, name) order (`_in_service_order`)
+        self._arrived: tuple[list[JobStatus], list[JobStatus]] = ([], [])
 
     def reset(self) -> None:
         self.agents.clear()
@@ -282,7 +286,7 @@ class PolluxPolicy(Policy):
         self._settle_view()
         return {**self.__dict__, "_steps_memo": {}, "_steps_on": None, "_agent_of": {},
                 "_reject_impossible": CheckedOnce(), "_shared_fits": {}, "_grads": {},
-                "_view": None}
+                "_view": None, "_arrived": ([], [])}
 
     def __setstate__(self, state: dict) -> None:
         state = dict(state)
@@ -293,6 +297,7 @@ class PolluxPolicy(Policy):
         for memo in ("_shared_fits", "_grads", "_last_plan", "_last_speedup"):
             self.__dict__.setdefault(memo, {})  # (a copy pickled before they were kept)
         self.__dict__.setdefault("_view", None)
+        self.__dict__.setdefault("_arrived", ([], []))
 
     @property
     def last_plan(self) -> dict[str, int]:
@@ -527,13 +532,14 @@ class PolluxPolicy(Policy):
         bound of its next move (`later`)."""
         self._steps_context(_StepsContext(rnd.gpus, rnd.gpn, rnd.fair, rnd.share))
         now, plain = rnd.now, rnd.plain
-        known, memo = self._agent_of, self._steps_memo
+        known = self._agent_of
         none = [rnd.zero]  # a waiting job's options until they are made
         options: list[list[Option | None]] = [none] * len(jobs)
         kept: dict[str, _Current] = {}
         made: list[int] = []
         bounds: list[tuple[float, int, int]] = []
         later: dict[int, float | None] = {}
+        placed_at, fractional = [], 0  # (`place`'s `placed`)
         whole = -2 - rnd.gpus  # a waiting job's first move is pushed with the whole budget
         for j, job in enumerate(jobs):
             rec = known.get(job.name)
@@ -543,6 +549,8 @@ class PolluxPolicy(Policy):
             if state.placed:
                 # its placement's record, its agent observed if it runs (`observe` inlined as
                 # far as "seen already")
+                placed_at.append(j)
+                fractional += not rec.whole_demands
                 workers, placed = job.workers, rec.placed
                 if placed is None or placed.workers != workers:
                     current = {n: c for n, c in workers.items() if c}
@@ -591,11 +599,15 @@ class PolluxPolicy(Policy):
                 options[j] = entry
             else:
                 bounds.append((entry, j, whole))
-        if len(known) > 2 * len(jobs) + 1000:
+        self._forget_gone(jobs)
+        return _RoundOptions(options, kept, made, bounds, later, (placed_at, not fractional))
+
+    def _forget_gone(self, jobs: list[JobStatus]) -> None:
+        """Drop the records of jobs that left when they outnumber the round's `jobs`."""
+        if len(self._agent_of) > 2 * len(jobs) + 1000:
             active = {j.name for j in jobs}
-            self._agent_of = {k: v for k, v in known.items() if k in active}
-            self._steps_memo = {k: v for k, v in memo.items() if k in active}
-        return _RoundOptions(options, kept, made, bounds, later)
+            self._agent_of = {k: v for k, v in self._agent_of.items() if k in active}
+            self._steps_memo = {k: v for k, v in self._steps_memo.items() if k in active}
 
     def _waiting_entry(self, job: JobStatus, rec: _JobRecord, agent: Agent | None,
                        rnd: _Round) -> list[Option] | float:
@@ -715,14 +727,14 @@ class PolluxPolicy(Policy):
         gpn = int(max(state.capacity[:, 2].max(), 1))
         fair = math.ceil(gpus / len(jobs))  # pollux.py: ceil(1 / dominant share / jobs)
         share = nodes / gpus  # dominant share (1 GPU of all) × number of nodes
-        jobs.sort(key=_by_service)  # (attained service, arrival, name)
+        jobs = self._in_service_order(jobs)
         plain = self.p < 0 and type(self).restart_factor is PolluxPolicy.restart_factor
         zero_cost = self.cost(0.0)
         rnd = _Round(gpus, gpn, fair, share, state.now, zero_cost, (0, zero_cost, None), plain)
         opts = self._round_options(jobs, rnd)
         chosen = self.choose(opts.options, gpus, Lazy(opts.bounds, self._expander(jobs, rnd),
                                                        opts.made, opts.later))
-        plan = self.place(state, jobs, opts.options, chosen, gpn)
+        plan = self.place(state, jobs, opts.options, chosen, gpn, opts.placed)
         self.last_placements = plan
         # the speedups of the plan now (the agents' fits move on), but for kept placements
         # whose speedup is known; `last_plan` and `last_speedup` made of them when read
@@ -733,6 +745,17 @@ class PolluxPolicy(Policy):
                 speedups[name] = self._plan_speedup(known[name].agent, planned, hit, fair)
         self._view = _View(jobs, plan, kept, speedups)
         return actions + in_applicable_order(state, self.actions(jobs, plan, opts.kept))
+
+    def _in_service_order(self, jobs: list[JobStatus]) -> list[JobStatus]:
+        """`jobs` by (attained service, arrival, name): a stable sort by service alone of them
+        in (arrival, name) order, that order kept while the round's jobs are the last round's
+        (most rounds: a job's arrival and name never change, and reading them every round
+        took as long as the sort)."""
+        given, arrived = self._arrived
+        if not (len(given) == len(jobs) and all(map(operator.is_, given, jobs))):
+            arrived = sorted(jobs, key=_by_arrival)
+            self._arrived = (jobs, arrived)
+        return sorted(arrived, key=_by_service)
 
     def _plan_speedup(self, agent: Agent | None, planned: Placement | None,
                       kept: _Current | None, fair: int) -> float:
@@ -749,17 +772,24 @@ class PolluxPolicy(Policy):
         return self.speedup(agent, len(counts), sum(counts), fair)
 
     def place(self, state: ClusterState, jobs: list[JobStatus], options: list[list[Option]],
-              chosen: list[int], gpn: int) -> dict[str, Placement]:
+              chosen: list[int], gpn: int, placed: tuple[list[int], bool] | None = None
+              ) -> dict[str, Placement]:
         """Nodes for the chosen shapes: kept placements first, then multi-node shapes on whole
         free nodes, then one-node shapes on the tightest node that fits; a shape that does not
-        fit gives way to the job's cheapest smaller option that fits."""
+        fit gives way to the job's cheapest smaller option that fits. `placed`: the placed
+        jobs (indices) and whether all ask for whole numbers of each resource, when known."""
         ledger = self.ledger(state)
-        placed = [j for j, job in enumerate(jobs) if job.state.placed]
         # Every placed job's resources go back, then the kept placements are taken again.
         # When that round trip cannot change what the ledger answers it is skipped for the
         # kept ones (`_round_trip_exact`); an empty placement's is always (a no-op).
-        skip_kept = self._round_trip_exact(ledger, [jobs[j] for j in placed], self._agent_of)
-        for j in placed:
+        if placed is None:
+            placed_at = [j for j, job in enumerate(jobs) if job.state.placed]
+            skip_kept = self._round_trip_exact(ledger, [jobs[j] for j in placed_at],
+                                               self._agent_of)
+        else:
+            placed_at, whole = placed
+            skip_kept = whole and self._round_trip_exact(ledger, [])
+        for j in placed_at:
             job = jobs[j]
             if skip_kept and options[j][chosen[j]][2] is not None:  # (its kept placement)
                 continue
@@ -874,7 +904,8 @@ class PolluxPolicy(Policy):
                 "gpus": top(self.last_plan) or {"no job": 0}}
 
 
-_by_service = operator.attrgetter("attained_service", "spec.arrival", "name")
+_by_service = operator.attrgetter("attained_service")  # (`_in_service_order`)
+_by_arrival = operator.attrgetter("spec.arrival", "name")
 _RUNNING, _RESTARTING, _HOLDING = JobState.RUNNING, JobState.RESTARTING, JobState.HOLDING
 _NOTHING: Placement = {}  # (read only) no placement
 
