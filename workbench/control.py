@@ -18,6 +18,8 @@ from .backend import Backend, Outcome
 from .model import Action, ClusterState, JobState, Reject, Wait
 from .policies.base import Policy
 
+_ASK = object()  # `_round_time`: ask the backend for its next decision time
+
 
 class Decision(NamedTuple):  # a tuple: long traces record millions, cheap to build
     time: float
@@ -157,6 +159,11 @@ class Controller:
 
     def next_round_time(self) -> float | None:
         """When the next round should happen, on the policy's grid; None if never."""
+        return self._round_time(_ASK)
+
+    def _round_time(self, decisive: float | None | object) -> float | None:
+        """`next_round_time`; `decisive`, when given, is the backend's `next_decision_time()`
+        just asked (the loop asks it anyway: not twice per quiet event)."""
         interval = self.policy.round_interval
         origin = self.policy.round_origin
         now = self.backend.now
@@ -165,25 +172,32 @@ class Controller:
         if self._last_round is None or self._force_round:
             return now
         # A backend may say which events can change a decision (a restart ending frees nothing).
-        nxt = (self.backend.next_decision_time() if self._quiet_restarts()
-               else self.backend.next_event_time())
-        # an event already played out by run(until=...) is owed a round
-        events = [e for e in (nxt, self._owed) if e is not None]
-        candidates = list(events)
+        if not self._quiet_restarts():
+            nxt = self.backend.next_event_time()
+        elif decisive is _ASK:
+            nxt = self.backend.next_decision_time()
+        else:
+            nxt = decisive
+        # an event already played out by run(until=...) is owed a round; the earliest of
+        # them and the other candidates, each kept unless a later one is smaller (as min does)
+        owed = self._owed
+        first = owed if nxt is None else nxt if owed is None else min(nxt, owed)
+        earliest = first
         wake = self.policy.next_wakeup(self._last_state)
         if self.policy.needs_every_round and self._last_state is not None and self._last_state.active:
-            candidates.append(self._last_round + interval)
+            every = self._last_round + interval
+            earliest = every if earliest is None else min(earliest, every)
         if wake is not None:
-            candidates.append(wake)
-        if not candidates:
+            earliest = wake if earliest is None else min(earliest, wake)
+        if earliest is None:
             return None
-        t = max(min(candidates), self._last_round + interval)
+        t = max(earliest, self._last_round + interval)
         # Rounds fall on the grid k * interval after the first round (or the policy's origin).
         base = self._last_round if origin is None else origin
         k = math.ceil((t - base) / interval - 1e-9)
         t = base + k * interval
-        if events and not self.events_wait_for_grid:
-            t = min(t, max(min(events), now))
+        if first is not None and not self.events_wait_for_grid:
+            t = min(t, max(first, now))
         return t
 
     @property
@@ -217,11 +231,11 @@ class Controller:
         """The next round's time, first playing out events that need no decision (a restart
         ending) but may schedule ones that do (that job's completion)."""
         while True:
-            t = self.next_round_time()
             if not self._quiet_restarts():
-                return t
+                return self.next_round_time()
             # decisive first: on a wall clock a later reading is never earlier, so not "quiet"
             decisive = self.backend.next_decision_time()
+            t = self._round_time(decisive)
             ev = self.backend.next_event_time()
             quiet = ev is not None and (decisive is None or ev < decisive)
             if until is not None and quiet and ev > until:

@@ -25,12 +25,13 @@ class Resources:
 
     def as_array(self) -> np.ndarray:
         """[cpu, mem, gpu], read-only (made once per Resources: placement asks millions of times)."""
-        array = self.__dict__.get("_array")
-        if array is None:
+        try:  # (not through `__dict__`: reading it makes the object keep a real dict, and
+            return self._array  # every later attribute read of it 2-3x slower)
+        except AttributeError:
             array = np.array([self.cpu, self.mem, self.gpu], dtype=float)
             array.flags.writeable = False
             object.__setattr__(self, "_array", array)
-        return array
+            return array
 
     def __add__(self, other: "Resources") -> "Resources":
         return Resources(self.cpu + other.cpu, self.mem + other.mem, self.gpu + other.gpu)
@@ -209,8 +210,10 @@ class ClusterState:
     def free(self) -> np.ndarray:
         """Free resources per node; a node that is down has none."""
         free = self.capacity - self.allocated
-        if not self.node_up.all():  # (checked first: a mask of all nodes costs more)
-            free[~self.node_up] = 0.0
+        up = self.node_up
+        # (checked first: a mask of all nodes costs more; count_nonzero has no Python wrapper)
+        if np.count_nonzero(up) != len(up):
+            free[~up] = 0.0
         return free
 
     @property
@@ -344,7 +347,7 @@ def placement_need(spec: JobSpec, workers: Placement, ps: Placement, nodes: list
                 add = [a + b for a, b in zip(need[i], add)]
             need[i] = add
             tasks.append((i, count, demand.gpu))
-    for i in sorted(need):
+    for i in (need if len(need) == 1 else sorted(need)):
         (u_cpu, u_mem, u_gpu), (n_cpu, n_mem, n_gpu) = used[i].tolist(), need[i]
         c_cpu, c_mem, c_gpu = capacity[i].tolist()
         if u_cpu + n_cpu > c_cpu + 1e-6 or u_mem + n_mem > c_mem + 1e-6 or \

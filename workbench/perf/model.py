@@ -84,6 +84,8 @@ from ..model import JobKind, JobSpec, Placement
 from .artifact import ArtifactBatch, ArtifactThroughput, artifact_batch
 from .interp import Curve, Grid
 
+_PS = JobKind.PS  # (a global: in Python 3.11 an Enum member read through its class is slow)
+
 THROUGHPUTS = ("project", "artifact")
 
 
@@ -222,10 +224,14 @@ class PerfModel:
         accumulation above the max local batch). PS: `ps_speed(app, workers, ps)`, which does
         not depend on where the tasks are nor on spec.batch_size (one measured batch per model).
         """
-        counts = tuple(sorted((c for c in workers.values() if c > 0), reverse=True))
+        if len(workers) == 1:  # most placements: one node (the same tuple, without sorting)
+            counts = tuple(c for c in workers.values() if c > 0)
+        else:
+            counts = tuple(sorted((c for c in workers.values() if c > 0), reverse=True))
         if not counts:
             return 0.0
-        if spec.kind == JobKind.PS:
+        ps_job = spec.kind == _PS
+        if ps_job:
             n_ps = sum(ps.values())
             key = (spec.application, True, spec.batch_size, sum(counts), n_ps)
         else:
@@ -235,7 +241,7 @@ class PerfModel:
             hit = self._rate_cache.get(key)
             if hit is not None:
                 return hit
-        if spec.kind == JobKind.PS:
+        if ps_job:
             rate = self.ps_speed(spec.application, sum(counts), n_ps)
         else:
             rate = 1.0 / self.accumulated_step_time(spec.application, counts, spec.batch_size)

@@ -23,6 +23,17 @@ _WHOLE = 1 - _EPS  # a GPU this free is whole
 _VERSIONS = itertools.count(1)  # one number per ledger content, unique across ledgers and copies
 
 
+_ONES: dict[int, np.ndarray] = {}
+
+
+def _ones(n: int) -> np.ndarray:
+    ones = _ONES.get(n)
+    if ones is None:
+        ones = _ONES[n] = np.ones(n)
+        ones.setflags(write=False)
+    return ones
+
+
 def _whole(gpus: float) -> int:
     """A whole-GPU demand as an int (numpy 1.x rounds its floats to floats)."""
     return int(round(gpus))  # noqa: RUF046
@@ -33,13 +44,17 @@ class Ledger:
 
     def __init__(self, state: ClusterState, placer: Placer | None = None) -> None:
         self.state = state
-        self.free = state.free  # a fresh array on every call
+        up = state.node_up
+        all_up = np.count_nonzero(up) == len(up)  # (ndarray.all has a Python wrapper)
+        # free resources, a fresh array: `state.free` without asking twice whether all are up
+        self.free = state.capacity - state.allocated
         # -1 marks "no such GPU" (or node down): never enough free, and no NaN handling.
         # fmax gives -1 for NaN (no such GPU) and keeps a free fraction (>= 0): fewer calls
         # than a mask of both.
         self.gpu_free = np.fmax(state.gpu_free, -1.0)
-        if not state.node_up.all():
-            self.gpu_free[~state.node_up] = -1.0
+        if not all_up:
+            self.free[~up] = 0.0
+            self.gpu_free[~up] = -1.0
         self.names = _node_names(state.nodes)
         self.index = state.node_index
         self.placer = placer
@@ -49,7 +64,8 @@ class Ledger:
         self.version = next(_VERSIONS)
         self._no_room: dict[tuple, int] = {}
         self._shortfalls: dict[tuple, str] = {}  # describe_shortfall's, by (version, demand, n)
-        # The last fit_counts: (version, demand, counts, nodes changed since by take/give_back).
+        # The last fit counts: (version, demand, counts as a read-only array or None, as a
+        # list or None, nodes changed since by take/give_back).
         self._fits: tuple | None = None
 
     # -- capacity questions -------------------------------------------------------------
@@ -57,28 +73,60 @@ class Ledger:
     def fit_counts(self, demand: Resources) -> np.ndarray:
         """How many tasks of `demand` each node can take now (read-only: the last answer is
         kept for the same content, as a gang's packing and its 'why waiting' ask alike)."""
+        memo = self._fit_memo(demand)
+        if memo[2] is None:  # kept as a list only (`fit_list`)
+            counts = np.array(memo[3], dtype=np.int64)
+            counts.setflags(write=False)
+            memo = self._fits = (memo[0], demand, counts, memo[3], ())
+        return memo[2]
+
+    def fit_list(self, demand: Resources) -> list[int]:
+        """`fit_counts(demand).tolist()`, kept as those are (shared: do not modify it). A
+        caller that reads a count or two in plain Python saves the array's calls."""
+        memo = self._fit_memo(demand)
+        if memo[3] is None:
+            memo = self._fits = (memo[0], demand, memo[2], memo[2].tolist(), ())
+        return memo[3]
+
+    def _fit_memo(self, demand: Resources) -> tuple:
+        """The memo of fit counts, brought up to this content for `demand`."""
         memo = self._fits
         if memo is not None and memo[0] == self.version and (memo[1] is demand
                                                              or memo[1] == demand):
-            counts, changed = memo[2], memo[3]
+            changed = memo[4]
             if not changed:
-                return counts
-            # A placement changes a node or two of fifty: count those again, not every node.
-            counts = counts.copy()  # a caller may still hold the old answer
-            for i in changed:
-                counts[i] = self._fit_at(i, demand)
+                return memo
+            # A placement changes a node or two of fifty: count those again, not every node,
+            # in the form the last caller read (a caller may still hold the old answer).
+            if memo[3] is not None:
+                counts = memo[3].copy()
+                for i in changed:
+                    counts[i] = self._fit_at(i, demand)
+                memo = (self.version, demand, None, counts, ())
+            else:
+                array = memo[2].copy()
+                for i in changed:
+                    array[i] = self._fit_at(i, demand)
+                array.setflags(write=False)  # (cheaper than through `array.flags`)
+                memo = (self.version, demand, array, None, ())
         else:
-            counts = self._fit_counts(demand)
-        counts.flags.writeable = False
-        self._fits = (self.version, demand, counts, ())
-        return counts
+            array = self._fit_counts(demand)
+            array.setflags(write=False)
+            memo = (self.version, demand, array, None, ())
+        self._fits = memo
+        return memo
 
     def _fit_counts(self, demand: Resources) -> np.ndarray:
         counts = None
-        for r, need in ((CPU, demand.cpu), (MEM, demand.mem)):
-            if need > 0:
-                fit = np.floor((self.free[:, r] + _EPS) / need)
+        cpu, mem = demand.cpu, demand.mem
+        if cpu > 0 or mem > 0:
+            free = self.free + _EPS  # one pass over the whole (contiguous) array
+            if cpu > 0:
+                counts = free[:, CPU] / cpu
+            if mem > 0:
+                fit = free[:, MEM] / mem
                 counts = fit if counts is None else np.minimum(counts, fit)
+            counts = np.floor(counts, out=counts)  # floor(min(a, b)) = min(floor(a), floor(b))
         if demand.gpu > 0:
             fit = self._gpu_fit(demand.gpu)
             counts = fit if counts is None else np.minimum(counts, fit)
@@ -89,17 +137,20 @@ class Ledger:
     def _fit_at(self, i: int, demand: Resources) -> int:
         """`_fit_counts(demand)[i]` in plain floats: the same IEEE operations per element, and
         the fractional GPU sum adds whole numbers, exact in any order."""
-        free = self.free[i].tolist()
+        free_cpu, free_mem, _ = self.free[i].tolist()
         count = None
-        for r, need in ((CPU, demand.cpu), (MEM, demand.mem)):
-            if need > 0:
-                fit = math.floor((free[r] + _EPS) / need)
-                count = fit if count is None else min(count, fit)
+        if demand.cpu > 0:
+            count = math.floor((free_cpu + _EPS) / demand.cpu)
+        if demand.mem > 0:
+            fit = math.floor((free_mem + _EPS) / demand.mem)
+            count = fit if count is None else min(count, fit)
         g = demand.gpu
         if g > 0:
             row = self.gpu_free[i].tolist()
             if g >= 1:
-                fit = len([f for f in row if f >= _WHOLE]) // _whole(g)
+                fit = len([f for f in row if f >= _WHOLE])
+                if g != 1:  # (// 1 changes nothing)
+                    fit //= _whole(g)
             else:
                 fit = sum(math.floor(max(f + _EPS, 0.0) / g) for f in row)
             count = fit if count is None else min(count, fit)
@@ -110,7 +161,7 @@ class Ledger:
         memo = self._fits
         if memo is not None and memo[0] == self.version:
             nodes = tuple(map(self.index.__getitem__, placement))
-            self._fits = (next(_VERSIONS), memo[1], memo[2], memo[3] + nodes)
+            self._fits = (next(_VERSIONS), memo[1], memo[2], memo[3], memo[4] + nodes)
             self.version = self._fits[0]
         else:
             self.version = next(_VERSIONS)
@@ -118,7 +169,9 @@ class Ledger:
     def _gpu_fit(self, g: float) -> np.ndarray:
         gf = self.gpu_free
         if g >= 1:
-            whole = np.add.reduce(gf >= _WHOLE, axis=1)  # .sum(axis=1) without its wrapper
+            # whole GPUs per node, as exact float sums: a product with ones beats a reduction
+            # along rows this short
+            whole = (gf >= _WHOLE).dot(_ones(gf.shape[1]))
             per = _whole(g)
             return whole if per == 1 else whole // per
         return np.floor(np.maximum(gf + _EPS, 0.0) / g).sum(axis=1)

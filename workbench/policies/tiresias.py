@@ -42,6 +42,8 @@ from .common import (
 from .teaching import BARS, queue_facts, queue_rows
 
 _WAITING = (JobState.PENDING, JobState.HOLDING)
+# (globals: in Python 3.11 an Enum member read through its class is slow)
+_HOLDING, _RUNNING = JobState.HOLDING, JobState.RUNNING
 
 class Ranked(NamedTuple):
     """A job holding GPUs, ordered by its 2D-LAS key (queue, entered, arrival, name)."""
@@ -64,6 +66,7 @@ class _View:
         self.gpus: list[float] = []  # their GPUs, in the same order (summed by the slice)
         self.entry: dict[str, Ranked] = {}  # name -> its entry in `placed`
         self.crossing: dict[str, float] = {}  # running job -> when it enters its next queue
+        self.cross_heap: list[tuple[float, str]] = []  # (time, name) of `crossing`, stale ones too
         self.settling: dict[str, JobStatus] = {}  # placed, not yet running: crossing moves
         self.started: list[JobStatus] = []  # placed by the last round
         self.left: list[JobStatus] = []  # preempted by the last round
@@ -113,7 +116,7 @@ class TiresiasPolicy(Policy):
         # controller's sample after a round's actions) costs ~150 of these
         thresholds, now, best = self.queue_thresholds, state.now, math.inf
         for job in state.iter_placed():
-            if job.state is JobState.HOLDING:
+            if job.state is _HOLDING:
                 continue
             service = job.attained_service
             q = bisect.bisect_right(thresholds, service)
@@ -139,9 +142,10 @@ class TiresiasPolicy(Policy):
 
     def _rank(self, job: JobStatus, now: float) -> None:
         """Put `job` in the ranking at its current queue, and note when it leaves that queue."""
-        v = self._view
+        v, thresholds = self._view, self.queue_thresholds
         old = v.entry.get(job.name)
-        q = self.queue_of(job)
+        service = job.attained_service  # read once (a property on the simulator's jobs)
+        q = bisect.bisect_right(thresholds, service)  # `queue_of`
         if old is None or old.queue != q:
             if old is not None:
                 self._drop_entry(old)
@@ -151,12 +155,30 @@ class TiresiasPolicy(Policy):
             v.placed.insert(i, entry)
             v.gpus.insert(i, entry.gpus)
             v.entry[job.name] = entry
-        if job.state is JobState.RUNNING:  # accruing at a fixed rate: the crossing holds
-            v.crossing[job.name] = self._crossing(job, job.spec.initial_workers, now)
+        if job.state is _RUNNING:  # accruing at a fixed rate: the crossing holds
+            # `_crossing(job, job.spec.initial_workers, now)`, with the service read above
+            rate = job.spec.worker_demand.gpu * job.spec.initial_workers
+            if q >= len(thresholds) or rate <= 0:
+                t = v.crossing[job.name] = math.inf
+            else:
+                t = v.crossing[job.name] = now + (thresholds[q] - service) / rate
+                heapq.heappush(v.cross_heap, (t, job.name))
             v.settling.pop(job.name, None)
         else:  # restarting or holding: its crossing moves with the clock until it runs
             v.crossing.pop(job.name, None)
             v.settling[job.name] = job
+
+    def _earliest_crossing(self) -> float:
+        """`min(crossing.values())` without a pass over ~150 jobs each round: the heap's
+        top, once the entries that no longer match `crossing` are dropped."""
+        v = self._view
+        heap, crossing = v.cross_heap, v.crossing
+        while heap and crossing.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        if len(heap) > 2 * len(crossing) + 1000:  # stale entries deep in the heap
+            heap[:] = [(t, n) for n, t in crossing.items() if t < math.inf]
+            heapq.heapify(heap)
+        return heap[0][0] if heap else math.inf
 
     def _entered(self, job: JobStatus, q: int, now: float) -> float:
         """When `job` entered queue `q`: its arrival for the first queue; for a lower queue the
@@ -185,6 +207,7 @@ class TiresiasPolicy(Policy):
         v = self._view
         left = [p.job for p in v.placed]
         v.placed, v.gpus, v.entry, v.crossing, v.settling = [], [], {}, {}, {}
+        v.cross_heap = []
         for job in state.iter_placed():
             self._rank(job, state.now)
         return left
@@ -211,7 +234,7 @@ class TiresiasPolicy(Policy):
                 left += self._rebuild_ranking(state)  # placed by someone else after all
         for job in list(v.settling.values()):
             self._rank(job, now)  # a restart that has ended starts a fixed crossing
-        if v.crossing and min(v.crossing.values()) <= now:
+        if self._earliest_crossing() <= now:
             for name in [n for n, t in v.crossing.items() if t <= now]:
                 self._rank(v.entry[name].job, now)
         return left
@@ -227,18 +250,22 @@ class TiresiasPolicy(Policy):
 
     # ---- a round ------------------------------------------------------------------------
 
-    def ranked(self, state: ClusterState, skip: set[str], left: list[JobStatus]
-               ) -> Iterator[tuple[bool, tuple[int, int] | JobStatus]]:
-        """Placed and waiting jobs in 2D-LAS order (queue, entered, arrival, name), lazily: a
-        round walks only as far as the GPUs go, not the whole of a long queue. Yields (True,
-        (start, end): a run of placed jobs, `_view.placed[start:end]`) and (False, a waiting
-        job)."""
-        thresholds, placed = self.queue_thresholds, self._view.placed
-        for q in range(len(thresholds) + 1):
+    def _walk(self, skip: set[str], left: list[JobStatus], room: float, full: float
+              ) -> tuple[list[JobStatus], list[Ranked], int]:
+        """Placed and waiting jobs in 2D-LAS order (queue, entered, arrival, name), each queue's
+        waiting jobs merged with its run of placed ones, as far as the GPUs go (a round does not
+        walk the whole of a long queue). Returns the waiting jobs chosen to start, the placed
+        entries of a run that does not fit whole, and the end of the last run walked: every
+        entry after it loses its GPUs too (the runs cover the ranking in order)."""
+        placed = self._view.placed
+        starting: list[JobStatus] = []
+        dropped: list[Ranked] = []
+        used, walked = 0.0, 0
+        for q in range(len(self.queue_thresholds) + 1):
             i, n = bisect.bisect_left(placed, (q,)), bisect.bisect_left(placed, (q + 1,))
             if q == 0:
-                waiting = (((0, j.spec.arrival, j.spec.arrival, j.name), j)
-                           for j in self._first_queue_waiting(skip, left))
+                waiting = [((0, j.spec.arrival, j.spec.arrival, j.name), j)
+                           for j in self._first_queue_waiting(skip, left)]
             else:
                 waiting = self._low_waiting(q)
             for key, job in waiting:  # in queue order, of queue q only; merged with its placed jobs
@@ -247,10 +274,36 @@ class TiresiasPolicy(Policy):
                 start = i
                 i = bisect.bisect_left(placed, key, i, n)
                 if i > start:
-                    yield True, (start, i)
-                yield False, job
+                    used, walked = self._keep_run(start, i, used, room, dropped), i
+                    if used >= full:
+                        return starting, dropped, walked
+                need = job.spec.worker_demand.gpu * job.spec.initial_workers
+                # artifact tiresias.py: a job that does not fit is skipped, the next may run
+                if used + need <= room:
+                    starting.append(job)
+                    used += need
+                if used >= full:
+                    return starting, dropped, walked
             if i < n:
-                yield True, (i, n)
+                used, walked = self._keep_run(i, n, used, room, dropped), n
+                if used >= full:
+                    return starting, dropped, walked
+        return starting, dropped, walked
+
+    def _keep_run(self, start: int, end: int, used: float, room: float,
+                  dropped: list[Ranked]) -> float:
+        """GPUs in use after the placed entries `[start:end]` keep theirs where they fit; the
+        others go to `dropped`."""
+        v = self._view
+        whole = sum(v.gpus[start:end])  # the same additions as over the entries
+        if used + whole <= room:  # typical: the whole run keeps its GPUs
+            return used + whole
+        for p in v.placed[start:end]:
+            if used + p.gpus <= room:
+                used += p.gpus
+            else:
+                dropped.append(p)
+        return used
 
     def _first_queue_waiting(self, skip: set[str], left: list[JobStatus]) -> list[JobStatus]:
         """The waiting jobs of the first queue, in arrival order, without walking a long queue
@@ -268,7 +321,8 @@ class TiresiasPolicy(Policy):
         live = [j for j in v.waiting0.values() if j.state in _WAITING and j.name not in skip
                 and j.attained_service < first]
         v.waiting0 = {j.name: j for j in live}
-        return sorted(live, key=lambda j: (j.spec.arrival, j.name))
+        # by (arrival, name): names are unique, so the tuples never compare the jobs
+        return [j for _, _, j in sorted([(j.spec.arrival, j.name, j) for j in live])]
 
     def _track_low(self, state: ClusterState, left: list[JobStatus]) -> None:
         """Keep the waiting jobs of the lower queues sorted by (queue, entered, arrival): the
@@ -292,16 +346,21 @@ class TiresiasPolicy(Policy):
         """The waiting jobs of lower queue `q` in the order they entered it, each with its key
         (queue, entered, arrival, name) (stale entries, jobs no longer waiting, are dropped as
         they are met)."""
-        low = self._view.low
+        v, thresholds = self._view, self.queue_thresholds
+        low = v.low
         i = bisect.bisect_left(low, (q,))
-        while i < len(low) and low[i][0] == q:
-            job = low[i][4]
-            if job.state not in _WAITING or self.queue_of(job) != q:
-                self._view.low_names.discard(job.name)
+        while i < len(low):
+            entry = low[i]
+            if entry[0] != q:
+                break
+            job = entry[4]
+            if job.state not in _WAITING or \
+                    bisect.bisect_right(thresholds, job.attained_service) != q:  # `queue_of`
+                v.low_names.discard(job.name)
                 del low[i]
                 continue
             # the entry's time is `_entered(job, q, ...)`: it stays while the job waits in q
-            yield low[i][:4], job
+            yield entry[:4], job
             i += 1
 
     def _start_low(self, job: JobStatus) -> None:
@@ -330,34 +389,10 @@ class TiresiasPolicy(Policy):
             v.gpus_up = (key, float(state.capacity[state.node_up, 2].sum()))
         capacity = v.gpus_up[1]
         room, full = capacity + 1e-9, capacity - 1e-9  # the walk's bounds, computed once
-        # Placed jobs that lose their GPUs, in ranking order: those of a run that does not fit
-        # whole, then all those after where the walk stops (the runs cover the ranking in order).
-        dropped: list[Ranked] = []
-        walked = 0  # the end of the last run walked
-        starting: list[JobStatus] = []  # waiting jobs chosen to start
-        used = 0.0
         now = state.now
-        for is_placed, item in self.ranked(state, rejected, left):
-            if is_placed:
-                start, walked = item
-                whole = sum(v.gpus[start:walked])  # the same additions as over the entries
-                if used + whole <= room:  # typical: the whole run keeps its GPUs
-                    used += whole
-                else:
-                    for p in v.placed[start:walked]:
-                        if used + p.gpus <= room:
-                            used += p.gpus
-                        else:
-                            dropped.append(p)
-            else:
-                job = item
-                need = job.spec.worker_demand.gpu * job.spec.initial_workers
-                # artifact tiresias.py: a job that does not fit is skipped, the next may run
-                if used + need <= room:
-                    starting.append(job)
-                    used += need
-            if used >= full:
-                break
+        # Placed jobs that lose their GPUs, in ranking order: those of a run that does not fit
+        # whole, then all those after where the walk stops.
+        starting, dropped, walked = self._walk(rejected, left, room, full)
         dropped += v.placed[walked:]
         ledger = self.ledger(state) if starting or dropped else None
         if dropped:
@@ -371,7 +406,7 @@ class TiresiasPolicy(Policy):
                                        f" {job.attained_service / 3600:.1f} GPU-hours; higher"
                                        " priority jobs need the GPUs"))
         # The next queue crossing among the jobs that will hold GPUs.
-        wakeup = min(v.crossing.values(), default=math.inf)
+        wakeup = self._earliest_crossing()
         for job in itertools.chain(v.settling.values(), starting):
             wakeup = min(wakeup, self._crossing(job, job.spec.initial_workers, now))
         v.wakeup_for, v.wakeup = state, wakeup if wakeup < math.inf else None

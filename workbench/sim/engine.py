@@ -33,6 +33,7 @@ from ..backend import Outcome, VirtualClock, refusal
 from ..model import (
     CPU,
     GPU,
+    MEM,
     Action,
     Admit,
     ClusterState,
@@ -61,6 +62,10 @@ from .snapshot import Snapshot, take
 
 _EPS = 1e-9
 _WHOLE = 1 - _EPS  # a GPU this free is whole
+# The states the hot paths set and test, as globals: in Python 3.11 a member read through its
+# Enum class goes through `EnumType.__getattr__`'s slow path (5x a global's cost).
+_PENDING, _RESTARTING, _RUNNING, _COMPLETED = (JobState.PENDING, JobState.RESTARTING,
+                                                JobState.RUNNING, JobState.COMPLETED)
 
 
 @dataclass(frozen=True, order=True)
@@ -187,10 +192,12 @@ class SimBackend:
 
     def next_event_time(self) -> float | None:
         t = self.next_decision_time()  # the earliest of arrivals, completions and faults
-        restarts = self._restarts
-        self._drop_stale(restarts)
-        if restarts and (t is None or restarts[0][0] < t):
-            return restarts[0][0]
+        restarts, version = self._restarts, self._version
+        while restarts:  # `_drop_stale(restarts)`, inlined: asked several times per round
+            top = restarts[0]
+            if version.get(top[2]) == top[3]:
+                return top[0] if t is None or top[0] < t else t
+            heapq.heappop(restarts)
         return t
 
     def next_decision_time(self) -> float | None:
@@ -198,10 +205,14 @@ class SimBackend:
         specs, t = self._specs, None
         if self._next_arrival < len(specs):
             t = specs[self._next_arrival].arrival
-        completions = self._completions
-        self._drop_stale(completions)
-        if completions and (t is None or completions[0][0] < t):
-            t = completions[0][0]
+        completions, version = self._completions, self._version
+        while completions:  # `_drop_stale(completions)`, inlined
+            top = completions[0]
+            if version.get(top[2]) == top[3]:
+                if t is None or top[0] < t:
+                    t = top[0]
+                break
+            heapq.heappop(completions)
         if self._faults and (t is None or self._faults[0][0] < t):
             t = self._faults[0][0]
         return t
@@ -363,25 +374,26 @@ class SimBackend:
         while self._faults and self._faults[0][0] <= t:
             _, _, kind, node = heapq.heappop(self._faults)
             self._fail(node) if kind == "fail" else self._recover(node)
-        while True:
-            self._drop_stale(self._restarts)
-            if not self._restarts or self._restarts[0][0] > t:
-                break
-            _, _, name, _ = heapq.heappop(self._restarts)
-            self._start_running(self.jobs[name])
-        while True:
-            self._drop_stale(self._completions)
-            if not self._completions or self._completions[0][0] > t:
-                break
-            _, _, name, _ = heapq.heappop(self._completions)
-            self._complete(self.jobs[name])
+        version, jobs = self._version, self.jobs
+        restarts, completions = self._restarts, self._completions
+        # due entries in order, stale ones (an older version) dropped; each popped before it is
+        # handled (a handler may push onto its heap)
+        while restarts and (version.get(restarts[0][2]) != restarts[0][3] or restarts[0][0] <= t):
+            _, _, name, v = heapq.heappop(restarts)
+            if version.get(name) == v:
+                self._start_running(jobs[name])
+        while completions and (version.get(completions[0][2]) != completions[0][3]
+                               or completions[0][0] <= t):
+            _, _, name, v = heapq.heappop(completions)
+            if version.get(name) == v:
+                self._complete(jobs[name])
 
     def _bump(self, job: JobStatus) -> int:
         v = self._version[job.name] = self._version.get(job.name, 0) + 1
         return v
 
     def _start_running(self, job: JobStatus) -> None:
-        job.state = JobState.RUNNING
+        job.state = _RUNNING
         job.last_start = self._now
         if job.first_start is None:
             job.first_start = self._now
@@ -401,24 +413,29 @@ class SimBackend:
     def _stop_running(self, job: JobStatus) -> None:
         if self._running.pop(job.name, None) is not None:
             job.stop_accruing()
-            gpu, cpu = _gpus_cpus(job)
+            gpu, cpu = _gpus_cpus(job)  # its tasks have not changed since `_set_running`
             self._effective[0] -= gpu
             self._effective[1] -= cpu
 
     def _schedule_completion(self, job: JobStatus) -> None:
-        v = self._bump(job)
+        name = job.name
+        v = self._version[name] = self._version.get(name, 0) + 1  # `_bump`, inlined
         if job.throughput > 0:
-            self._push(self._completions, self._now + job.remaining_work / job.throughput, job.name, v)
+            remaining = max(job.spec.total_work - job.progress, 0.0)  # `remaining_work`
+            self._seq += 1  # `_push`, inlined
+            heapq.heappush(self._completions,
+                           (self._now + remaining / job.throughput, self._seq, name, v))
 
     def _complete(self, job: JobStatus) -> None:
         self._sync(job)
         job.progress = job.spec.total_work
         self._release(job)
-        job.state = JobState.COMPLETED
+        job.state = _COMPLETED
         job.finish_time = self._now
         job.throughput = 0.0
         job.reason = "completed"
-        self._record_history(job, force=True)
+        if self.history_interval is not None:
+            self._record_history(job, force=True)
         del self.active[job.name]
         self.finished.append(job)
 
@@ -491,7 +508,7 @@ class SimBackend:
     def _sync(self, job: JobStatus) -> None:
         """Store a running job's progress and service as of now (before its rate changes), and
         bring its checkpoint up to date."""
-        if job.state is not JobState.RUNNING:
+        if job.state is not _RUNNING:
             return
         now = self._now
         job.catch_up()
@@ -551,7 +568,7 @@ class SimBackend:
         if isinstance(action, Suspend):
             self._sync(job)
             self._release(job)
-            job.state = JobState.PENDING
+            job.state = _PENDING
             self._queue.add(job)
             job.reason = action.reason
             return ""
@@ -570,7 +587,7 @@ class SimBackend:
                 job.state = JobState.HOLDING
             return ""
         self._allocate(job, a.workers, a.ps)
-        job.target_workers, job.target_ps = total(a.workers), total(a.ps)
+        job.target_workers, job.target_ps = sum(a.workers.values()), sum(a.ps.values())  # total()
         job.reason = a.reason
         job.admitted = True
         if job.first_start is not None:
@@ -596,13 +613,16 @@ class SimBackend:
         return describe_placement(a.workers, a.ps)
 
     def _begin_restart(self, job: JobStatus, count: bool = True, delay: float | None = None) -> None:
-        self._stop_running(job)
-        self._queue.discard(job.name)
+        name = job.name
+        if name in self._running:
+            self._stop_running(job)
+        self._queue.discard(name)
         job.throughput = 0.0
-        job.state = JobState.RESTARTING
+        job.state = _RESTARTING
         delay = self.restart_delay if delay is None else delay
-        v = self._bump(job)
-        self._push(self._restarts, self._now + delay, job.name, v)
+        v = self._version[name] = self._version.get(name, 0) + 1  # `_bump`, inlined
+        self._seq += 1  # `_push`, inlined
+        heapq.heappush(self._restarts, (self._now + delay, self._seq, name, v))
         if self.contention:
             self._refresh_contention(job.nodes)
 
@@ -624,8 +644,11 @@ class SimBackend:
         if held is None:
             held = self._held[job.name] = _Held()
         held.gpus += taken
-        for i, add in need.items():
-            self.allocated[i] += add
+        allocated = self.allocated
+        for i, (cpu, mem, gpu) in need.items():  # element by element: a row from a list costs more
+            allocated[i, CPU] += cpu
+            allocated[i, MEM] += mem
+            allocated[i, GPU] += gpu
         self._totals = None
         self._placed[job.name] = job
         job.workers = merge_placements(job.workers, workers)
@@ -663,17 +686,26 @@ class SimBackend:
         freed_nodes = job.nodes if self.contention else None
         self._stop_running(job)
         spec = job.spec
+        allocated, index = self.allocated, self.node_index
+        rows: dict[int, list[float]] = {}  # the rows touched, in plain floats: the same IEEE steps
         for placement, demand in ((job.workers, spec.worker_demand), (job.ps, spec.ps_demand)):
-            d = demand.as_array()
-            for name, count in placement.items():
-                self.allocated[self.node_index[name]] -= d if count == 1 else d * count
-        np.maximum(self.allocated, 0.0, out=self.allocated)
+            if placement:
+                d = (float(demand.cpu), float(demand.mem), float(demand.gpu))  # `as_array()`
+                for name, count in placement.items():
+                    i = index[name]
+                    row = rows.get(i) or allocated[i].tolist()
+                    rows[i] = [u - x for u, x in zip(row, d)] if count == 1 else \
+                        [u - x * count for u, x in zip(row, d)]
+        # `np.maximum(allocated, 0.0, out=allocated)`: the other rows are never negative
+        for i, row in rows.items():
+            allocated[i] = [max(u, 0.0) for u in row]
         self._totals = None
         held = self._held.pop(job.name, None)
         if held is not None:
             gpu_free = self.gpu_free
-            for i, g, amount in held.gpus:
-                gpu_free[i, g] = min(gpu_free[i, g] + amount, 1.0)
+            for i, g, amount in held.gpus:  # in Python floats: the same sum, no numpy scalars
+                free = gpu_free.item(i, g) + amount
+                gpu_free[i, g] = min(free, 1.0)
         job.workers, job.ps = {}, {}
         self._placed.pop(job.name, None)
         job.throughput = 0.0
