@@ -102,14 +102,6 @@ def test_the_kubernetes_backend_stops_no_job_at_its_end(action, words):
     Actuator._refuse_if_finishing(midway, action)  # not at its end: goes through
 
 
-def _pod(uid, job="a", node=None, phase="Pending"):
-    from workbench.k8s import labels
-    return {"metadata": {"uid": uid, "name": f"{job}-{uid}", "namespace": "ns",
-                         "labels": {labels.JOB: job}},
-            "spec": {"schedulerName": labels.SCHEDULER_NAME, "nodeName": node},
-            "status": {"phase": phase}}
-
-
 def test_a_planned_placement_outlives_a_pod_deleted_under_its_bind():
     # After a Scale the job's Job may make pods for the old count and trim them when it sees
     # the new one; a bind can reach a trimmed pod (404). That pod is gone, not the placement:
@@ -121,8 +113,9 @@ def test_a_planned_placement_outlives_a_pod_deleted_under_its_bind():
     st = JobStatus(spec=spec(), state=JobState.RESTARTING, workers={"n": 2}, target_workers=2)
     job = TrackedJob(("ns", "a"), st, plan=({"n": 2}, {}))
     book = JobBook()
-    actuator = Actuator(book, None, None, None, plan_timeout=30.0)  # a 404 touches neither
-    kept, gone = _pod("kept"), _pod("gone")
+    actuator = Actuator(book, None, None, None, plan_timeout=30.0)  # a 404 calls none of them
+    kept, gone = ({"metadata": {"uid": uid, "name": f"a-{uid}"}, "spec": {"nodeName": None}}
+                  for uid in ("kept", "gone"))
     actuator._bind_failed(Gang(job, Place("a", "r"), [(kept, "n", None), (gone, "n", None)],
                                None, "", [BindResult(kept, "n", True),
                                           BindResult(gone, "n", False, "not found", 404)]))

@@ -128,15 +128,19 @@ class TiresiasPolicy(Policy):
         v.wakeup_for, v.wakeup = state, best if best < math.inf else None
         return v.wakeup
 
-    def _crossing(self, job: JobStatus, workers: int, now: float) -> float:
+    def _crossing(self, job: JobStatus, workers: int, now: float,
+                  service: float | None = None) -> float:
         """When `job`, running on `workers`, enters its next queue (inf: never). A restarting
         job starts accruing soon; counting it from now wakes us a little early at worst, and
-        an early round just re-ranks."""
-        q = bisect.bisect_right(self.queue_thresholds, job.attained_service)
+        an early round just re-ranks. `service`: its attained service, if the caller has read
+        it (a property on the simulator's jobs)."""
+        if service is None:
+            service = job.attained_service
+        q = bisect.bisect_right(self.queue_thresholds, service)
         rate = job.spec.worker_demand.gpu * workers
         if q >= len(self.queue_thresholds) or rate <= 0:
             return math.inf
-        return now + (self.queue_thresholds[q] - job.attained_service) / rate
+        return now + (self.queue_thresholds[q] - service) / rate
 
     # ---- the ranking of jobs holding GPUs, kept between rounds ---------------------------
 
@@ -156,12 +160,9 @@ class TiresiasPolicy(Policy):
             v.gpus.insert(i, entry.gpus)
             v.entry[job.name] = entry
         if job.state is _RUNNING:  # accruing at a fixed rate: the crossing holds
-            # `_crossing(job, job.spec.initial_workers, now)`, with the service read above
-            rate = job.spec.worker_demand.gpu * job.spec.initial_workers
-            if q >= len(thresholds) or rate <= 0:
-                t = v.crossing[job.name] = math.inf
-            else:
-                t = v.crossing[job.name] = now + (thresholds[q] - service) / rate
+            t = v.crossing[job.name] = self._crossing(job, job.spec.initial_workers, now,
+                                                      service)
+            if t < math.inf:
                 heapq.heappush(v.cross_heap, (t, job.name))
             v.settling.pop(job.name, None)
         else:  # restarting or holding: its crossing moves with the clock until it runs

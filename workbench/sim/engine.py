@@ -193,7 +193,9 @@ class SimBackend:
     def next_event_time(self) -> float | None:
         t = self.next_decision_time()  # the earliest of arrivals, completions and faults
         restarts, version = self._restarts, self._version
-        while restarts:  # `_drop_stale(restarts)`, inlined: asked several times per round
+        # stale entries (a version the job has moved past) dropped here: asked several times
+        # per round, so inline rather than in a helper
+        while restarts:
             top = restarts[0]
             if version.get(top[2]) == top[3]:
                 return top[0] if t is None or top[0] < t else t
@@ -206,7 +208,7 @@ class SimBackend:
         if self._next_arrival < len(specs):
             t = specs[self._next_arrival].arrival
         completions, version = self._completions, self._version
-        while completions:  # `_drop_stale(completions)`, inlined
+        while completions:  # stale entries dropped, as in `next_event_time`
             top = completions[0]
             if version.get(top[2]) == top[3]:
                 if t is None or top[0] < t:
@@ -355,11 +357,6 @@ class SimBackend:
     def _push(self, heap, t, *rest) -> None:
         self._seq += 1
         heapq.heappush(heap, (t, self._seq, *rest))
-
-    def _drop_stale(self, heap) -> None:
-        version = self._version
-        while heap and version.get(heap[0][2]) != heap[0][3]:
-            heapq.heappop(heap)
 
     def _process_events_at(self, t: float) -> None:
         while self._next_arrival < len(self._specs) and self._specs[self._next_arrival].arrival <= t:
