@@ -412,6 +412,61 @@ def test_pods_deleted_for_a_restart_are_marked_as_a_disruption_first(cluster, na
 
 
 @pytest.mark.integration
+def test_a_shrink_makes_only_the_pods_of_the_new_count(cluster, namespace):
+    """A Scale from 3 workers to 1 sets the Job's parallelism before it deletes the pods: the
+    Job then re-creates 1 pod, not 3 for the old count that it trims again (under a bind, a
+    pod trimmed so failed it with a 404), as an independent watch counts the pods made."""
+    import threading
+
+    from kubernetes import client, config, watch
+
+    from workbench.model import Scale
+
+    api = client.CoreV1Api(config.new_client_from_config(config_file=str(cluster.kubeconfig)))
+    added: list[str] = []
+    stop = threading.Event()
+    w = watch.Watch()
+
+    def follow():
+        try:
+            for event in w.stream(api.list_namespaced_pod, namespace, timeout_seconds=120):
+                if event["type"] == "ADDED":
+                    added.append(event["object"].metadata.name)
+                if stop.is_set():
+                    break
+        except Exception:  # noqa: BLE001 - w.stop() at the end may cut the stream mid-read
+            if not stop.is_set():
+                raise
+
+    follower = threading.Thread(target=follow, daemon=True)
+    follower.start()
+    backend = _backend(cluster, namespace)
+    try:
+        spec = JobSpec("shrink", "cifar10", backend.now, 1e9, 512, initial_workers=3,
+                       min_workers=1, max_workers=3, worker_demand=Resources(4, 16, 1))
+        _submit_all(backend, [spec])
+        backend.observe()
+        assert all(o.applied for o in backend.apply([Place("shrink", "start",
+                                                           {"gpu-node-000": 3})]))
+        _until("running", lambda: backend.observe().jobs["shrink"].state is JobState.RUNNING,
+               timeout=60)
+        _until("the first pods seen", lambda: len(added) >= 3, timeout=30)
+        before = set(added)
+        assert all(o.applied for o in backend.apply([Scale("shrink", "shrink",
+                                                           {"gpu-node-001": 1})]))
+        _until("running at 1", lambda: (lambda j: j.state is JobState.RUNNING
+                                        and j.num_workers == 1)(backend.observe().jobs["shrink"]),
+               timeout=60)
+        time.sleep(3.0)  # a Job that was to over-create has done so by now
+        made = [name for name in added if name not in before]
+        assert len(made) == 1, made
+    finally:
+        stop.set()
+        w.stop()
+        backend.close()
+
+
+@pytest.mark.integration
 def test_a_running_jobs_progress_is_estimated_from_when_its_report_came(cluster, namespace):
     """Progress reports come every few seconds and the backend reads them when it syncs: a
     report is dated when the watch brought it (not when read, up to a round later), and

@@ -40,7 +40,8 @@ from workbench.sim.snapshot import Snapshot
 from workbench.traces import synthetic_workload
 from workbench.whatif import look_ahead_base
 
-SPEED = 40.0  # emulated seconds per real second
+# emulated seconds per real second (WORKBENCH_ACCURACY_SPEED: slower is closer to a real cluster)
+SPEED = float(os.environ.get("WORKBENCH_ACCURACY_SPEED", "40"))
 PERF = default_perf()
 HOUR = 3600.0
 
