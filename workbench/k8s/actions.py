@@ -7,10 +7,10 @@
   the watch or a read shows where it is; pods rolled back hold theirs until their delete is seen.
 - Scale / Migrate: checkpoint-restart. The job's progress goes into the `checkpoint`
   annotation, its pods are deleted (`gracePeriodSeconds=0`) and re-created by their Job
-  (bare pods by the backend). When the worker count changes, the Job's `parallelism` is set
-  before the delete, so that no pods are made for the old count and trimmed; the new pods are
-  bound to the new placement as they appear (`advance_plan`; the placement is reserved
-  meanwhile).
+  (bare pods by the backend). When the count changes, the owner's (a Job's `parallelism`, a
+  Kubeflow job's replicas) is set before the delete, so that no pods are made for the old
+  count and trimmed; the new pods are bound to the new placement as they appear
+  (`advance_plan`; the placement is reserved meanwhile).
 - Suspend: the same delete, then the job waits. Reject: annotates the job's pods and Job and
   leaves them pending. Wait: an Event with the reason on the job's pending pods.
 
@@ -252,22 +252,22 @@ class Actuator:
         self._refuse_if_finishing(job, a)
         held = self._held(job) + self.book.job_reserved(job)
         need = self._need(job, a.workers, a.ps, used - held)
-        self._check_creatable(job, {W: total(a.workers), PS: total(a.ps)})
-        for role, n in ((W, total(a.workers)), (PS, total(a.ps))):
+        counts = ((W, total(a.workers)), (PS, total(a.ps)))
+        self._check_creatable(job, dict(counts))
+        for role, n in counts:
             self._owner_patches(job, role, n)  # refused here, before anything has changed
+        for role, n in counts:  # the owner's count before the delete, or its controller
+            if job.owners.get(role):  # re-creates pods for the old count, then trims them
+                self._resize(job, role, n)  # (an API error here refuses with the pods kept)
         used -= held
         used += need
         job.checkpoint = max(job.checkpoint, st.progress)
         reason_kind = "Migrating" if isinstance(a, Migrate) else "Scaling"
         self.explain(job, reason_kind, f"{a.reason} (checkpoint at {job.checkpoint:,.0f}"
                                        " iterations; pods re-created)", bound_only=True)
-        st.target_workers, st.target_ps = total(a.workers), total(a.ps)
-        counts = ((W, st.target_workers), (PS, st.target_ps))
-        for role, n in counts:  # the owner's count before the delete, or its controller
-            if job.owners.get(role):  # re-creates pods for the old count, then trims them
-                self._resize(job, role, n)
         self.delete_pods(job, job.bound_pods)
         job.bound_pods = []  # being deleted: nothing of the new placement is bound yet
+        st.target_workers, st.target_ps = counts[0][1], counts[1][1]
         for role, n in counts:  # bare pods: counted after their re-creation
             self._resize(job, role, n)
         job.plan = (dict(a.workers), dict(a.ps))
