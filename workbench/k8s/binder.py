@@ -263,9 +263,9 @@ class Binder:
     def mark_disrupted(self, pod: dict) -> None:
         """Give the pod the `DisruptionTarget` condition, as kube-scheduler does before it
         preempts one: from Kubernetes 1.26 a Job counts a deleted pod as failed, towards its
-        `backoffLimit` and its re-creation back-off, unless its pod failure policy ignores
-        that condition (the workbench's Jobs do: `manifests.IGNORE_DISRUPTIONS`); a
-        checkpoint-restart is not a failure. Best effort: a pod already gone needs none."""
+        `backoffLimit`, unless its pod failure policy ignores that condition (the workbench's
+        Jobs do: `manifests.IGNORE_DISRUPTIONS`; the re-creation back-off still grows from
+        1.28); a checkpoint-restart is not a failure. Best effort: a pod already gone needs none."""
         now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         body = {"status": {"conditions": [{
             "type": DISRUPTION_TARGET, "status": "True", "reason": "WorkbenchRestart",

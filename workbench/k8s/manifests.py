@@ -98,9 +98,10 @@ KINDS = ("job", "pytorchjob", "tfjob", "jobset")  # what `training_jobs(kind=...
 
 # A Job's pod failure policy: a pod the workbench deleted for a checkpoint-restart (marked
 # `DisruptionTarget` first, `Binder.mark_disrupted`) is not a failure. From Kubernetes 1.26 a
-# deleted pod otherwise counts towards `backoffLimit` (and the re-creation back-off), and an
-# elastic engine rescaling every few minutes would fail the Job after six restarts. Clusters
-# before 1.25 ignore the field.
+# deleted pod otherwise counts towards `backoffLimit`, and an elastic engine rescaling every few
+# minutes would fail the Job after six restarts. From 1.28 an ignored failure still lengthens
+# the Job's re-creation back-off (10 s doubling to 6 min; kubernetes#119434, #130881).
+# Clusters before 1.25 ignore the field.
 IGNORE_DISRUPTIONS = {"rules": [{"action": "Ignore",
                                  "onPodConditions": [{"type": "DisruptionTarget"}]}]}
 
