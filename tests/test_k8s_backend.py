@@ -353,39 +353,52 @@ def test_second_bind_409_is_handled_and_no_partial_gang_stays(cluster, namespace
         backend.close()
 
 
-@pytest.mark.integration
-def test_pods_deleted_for_a_restart_are_marked_as_a_disruption_first(cluster, namespace):
-    """From Kubernetes 1.26 a Job counts a deleted pod as a failure (towards `backoffLimit`)
-    unless its pod failure policy ignores it: every pod the backend deletes for a rescale
-    carries the `DisruptionTarget` condition when it goes, as an independent watch sees it."""
+@contextlib.contextmanager
+def _pod_events(cluster, namespace: str, seen):
+    """An independent watch of the namespace's pods for the block: `seen(kind, pod)` for each
+    event (kind ADDED, MODIFIED or DELETED; pod as the official client gives it)."""
     import threading
 
     from kubernetes import client, config, watch
 
-    from workbench.model import Scale
-
     api = client.CoreV1Api(config.new_client_from_config(config_file=str(cluster.kubeconfig)))
-    deleted: dict[str, set[str]] = {}
     stop = threading.Event()
     w = watch.Watch()
 
     def follow():
         try:
             for event in w.stream(api.list_namespaced_pod, namespace, timeout_seconds=120):
-                if event["type"] == "DELETED":
-                    pod = event["object"]
-                    deleted[pod.metadata.name] = {c.type for c in pod.status.conditions or []
-                                                  if c.status == "True"}
+                seen(event["type"], event["object"])
                 if stop.is_set():
                     break
         except Exception:  # noqa: BLE001 - w.stop() at the end may cut the stream mid-read
             if not stop.is_set():
                 raise
 
-    follower = threading.Thread(target=follow, daemon=True)
-    follower.start()
-    backend = _backend(cluster, namespace)
+    threading.Thread(target=follow, daemon=True).start()
     try:
+        yield
+    finally:
+        stop.set()
+        w.stop()
+
+
+@pytest.mark.integration
+def test_pods_deleted_for_a_restart_are_marked_as_a_disruption_first(cluster, namespace):
+    """From Kubernetes 1.26 a Job counts a deleted pod as a failure (towards `backoffLimit`)
+    unless its pod failure policy ignores it: every pod the backend deletes for a rescale
+    carries the `DisruptionTarget` condition when it goes, as an independent watch sees it."""
+    from workbench.model import Scale
+
+    deleted: dict[str, set[str]] = {}
+
+    def seen(kind: str, pod) -> None:
+        if kind == "DELETED":
+            deleted[pod.metadata.name] = {c.type for c in pod.status.conditions or []
+                                          if c.status == "True"}
+
+    with _pod_events(cluster, namespace, seen), \
+            contextlib.closing(_backend(cluster, namespace)) as backend:
         t0 = backend.now
         spec = JobSpec("elastic", "cifar10", t0, 1e9, 512, initial_workers=2, min_workers=1,
                        max_workers=4, worker_demand=Resources(4, 16, 1))
@@ -405,10 +418,6 @@ def test_pods_deleted_for_a_restart_are_marked_as_a_disruption_first(cluster, na
         _until("the deletions seen", lambda: before <= set(deleted), timeout=30)
         assert all("DisruptionTarget" in deleted[name] for name in before), deleted
         assert backend.binder.stats["disruption marks"] >= len(before)
-    finally:
-        stop.set()
-        w.stop()
-        backend.close()
 
 
 @pytest.mark.integration
@@ -416,32 +425,16 @@ def test_a_shrink_makes_only_the_pods_of_the_new_count(cluster, namespace):
     """A Scale from 3 workers to 1 sets the Job's parallelism before it deletes the pods: the
     Job then re-creates 1 pod, not 3 for the old count that it trims again (under a bind, a
     pod trimmed so failed it with a 404), as an independent watch counts the pods made."""
-    import threading
-
-    from kubernetes import client, config, watch
-
     from workbench.model import Scale
 
-    api = client.CoreV1Api(config.new_client_from_config(config_file=str(cluster.kubeconfig)))
     added: list[str] = []
-    stop = threading.Event()
-    w = watch.Watch()
 
-    def follow():
-        try:
-            for event in w.stream(api.list_namespaced_pod, namespace, timeout_seconds=120):
-                if event["type"] == "ADDED":
-                    added.append(event["object"].metadata.name)
-                if stop.is_set():
-                    break
-        except Exception:  # noqa: BLE001 - w.stop() at the end may cut the stream mid-read
-            if not stop.is_set():
-                raise
+    def seen(kind: str, pod) -> None:
+        if kind == "ADDED":
+            added.append(pod.metadata.name)
 
-    follower = threading.Thread(target=follow, daemon=True)
-    follower.start()
-    backend = _backend(cluster, namespace)
-    try:
+    with _pod_events(cluster, namespace, seen), \
+            contextlib.closing(_backend(cluster, namespace)) as backend:
         spec = JobSpec("shrink", "cifar10", backend.now, 1e9, 512, initial_workers=3,
                        min_workers=1, max_workers=3, worker_demand=Resources(4, 16, 1))
         _submit_all(backend, [spec])
@@ -460,10 +453,6 @@ def test_a_shrink_makes_only_the_pods_of_the_new_count(cluster, namespace):
         time.sleep(3.0)  # a Job that was to over-create has done so by now
         made = [name for name in added if name not in before]
         assert len(made) == 1, made
-    finally:
-        stop.set()
-        w.stop()
-        backend.close()
 
 
 @pytest.mark.integration
