@@ -192,14 +192,9 @@ class SimBackend:
 
     def next_event_time(self) -> float | None:
         t = self.next_decision_time()  # the earliest of arrivals, completions and faults
-        restarts, version = self._restarts, self._version
-        # stale entries (a version the job has moved past) dropped here: asked several times
-        # per round, so inline rather than in a helper
-        while restarts:
-            top = restarts[0]
-            if version.get(top[2]) == top[3]:
-                return top[0] if t is None or top[0] < t else t
-            heapq.heappop(restarts)
+        top = _live_top(self._restarts, self._version)
+        if top is not None and (t is None or top[0] < t):
+            return top[0]
         return t
 
     def next_decision_time(self) -> float | None:
@@ -207,14 +202,9 @@ class SimBackend:
         specs, t = self._specs, None
         if self._next_arrival < len(specs):
             t = specs[self._next_arrival].arrival
-        completions, version = self._completions, self._version
-        while completions:  # stale entries dropped, as in `next_event_time`
-            top = completions[0]
-            if version.get(top[2]) == top[3]:
-                if t is None or top[0] < t:
-                    t = top[0]
-                break
-            heapq.heappop(completions)
+        top = _live_top(self._completions, self._version)
+        if top is not None and (t is None or top[0] < t):
+            t = top[0]
         if self._faults and (t is None or self._faults[0][0] < t):
             t = self._faults[0][0]
         return t
@@ -736,6 +726,17 @@ class SimBackend:
 
 class _Refused(Exception):
     pass
+
+
+def _live_top(heap: list, version: dict[str, int]) -> tuple | None:
+    """The earliest entry of an event heap (time, seq, job, version) whose version is the
+    job's current one, the stale ones above it dropped; None if none is left."""
+    while heap:
+        top = heap[0]
+        if version.get(top[2]) == top[3]:
+            return top
+        heapq.heappop(heap)
+    return None
 
 
 def _gpus_cpus(job: JobStatus) -> tuple[float, float]:
