@@ -456,6 +456,64 @@ def test_a_shrink_makes_only_the_pods_of_the_new_count(cluster, namespace):
 
 
 @pytest.mark.integration
+def test_a_job_that_makes_no_pods_after_a_preemption_gets_them_from_the_scheduler_once(
+        cluster, namespace):
+    """The Job controller may not create pods (its RBAC binding is deleted) from just before a
+    Suspend until the scheduler has made them: the Job makes no pods again, as one whose
+    watch missed pods it made waits out its 5-minute expectations (the soak's stuck jobs).
+    After twice `plan_timeout` the scheduler makes them, owned by the Job, and the
+    controller counts them as its own: an independent watch sees 2 pods made, not 4, and
+    the job runs on them."""
+    from workbench.model import Suspend
+
+    added: list[str] = []
+
+    def seen(kind: str, pod) -> None:
+        if kind == "ADDED":
+            added.append(pod.metadata.name)
+
+    rest = cluster.rest
+    binding = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/" \
+              "system:controller:job-controller"
+    kept = rest.get(binding)
+    kept["metadata"] = {k: v for k, v in kept["metadata"].items()
+                        if k in ("name", "labels", "annotations")}
+    with _pod_events(cluster, namespace, seen), \
+            contextlib.closing(_backend(cluster, namespace, plan_timeout=5.0)) as backend:
+        spec = JobSpec("silent", "cifar10", backend.now, 1e9, 512, initial_workers=2,
+                       max_workers=2, worker_demand=Resources(4, 16, 1))
+        _submit_all(backend, [spec])
+        backend.observe()
+        assert all(o.applied for o in backend.apply([Place("silent", "start",
+                                                           {"gpu-node-000": 2})]))
+        _until("running", lambda: backend.observe().jobs["silent"].state is JobState.RUNNING,
+               timeout=60)
+        _until("the first pods seen", lambda: len(added) >= 2, timeout=30)
+        before = set(added)
+        rest.delete(binding)
+        try:
+            time.sleep(1.0)  # the API server's authorizer has seen the binding go
+            assert all(o.applied for o in backend.apply([Suspend("silent", "preempted")]))
+            _until("pods made in the controller's stead",
+                   lambda: backend.observe() is not None and len(set(added) - before) >= 2,
+                   timeout=60)
+        finally:
+            rest.post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", kept)
+        time.sleep(5.0)  # the controller, allowed again, has made any pods it was to make
+        made = [name for name in added if name not in before]
+        assert len(made) == 2, made
+        pods = rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+        owners = [ref for p in pods if p["metadata"]["name"] in made
+                  for ref in p["metadata"]["ownerReferences"] if ref.get("controller")]
+        assert [(o["kind"], o["name"]) for o in owners] == [("Job", "silent")] * 2, owners
+        backend.observe()
+        assert all(o.applied for o in backend.apply([Place("silent", "again",
+                                                           {"gpu-node-001": 2})]))
+        _until("running again",
+               lambda: backend.observe().jobs["silent"].state is JobState.RUNNING, timeout=60)
+
+
+@pytest.mark.integration
 def test_a_running_jobs_progress_is_estimated_from_when_its_report_came(cluster, namespace):
     """Progress reports come every few seconds and the backend reads them when it syncs: a
     report is dated when the watch brought it (not when read, up to a round later), and

@@ -116,6 +116,39 @@ def test_operator_labels_alone_name_the_job_and_its_roles():
     assert spec.kind is JobKind.PS
 
 
+def test_the_pods_a_batch_job_owes_follow_its_controllers_count():
+    """`pods_job_owes` is the Job controller's `manageJob` count: parallelism, capped by the
+    completions left; none after a success without completions, when finished or suspended."""
+    def job(status=None, **spec):
+        return {"spec": {"parallelism": 4, **spec}, "status": status or {}}
+
+    owes = kinds.pods_job_owes
+    assert owes(job()) == 4
+    assert owes(job({"succeeded": 1})) == 0
+    assert owes(job({"succeeded": 1}, completions=3)) == 2
+    assert owes(job({"succeeded": 3}, completions=3)) == 0
+    assert owes(job(suspend=True)) == 0
+    assert owes(job({"conditions": [{"type": "Failed", "status": "True"}]})) == 0
+    assert owes(None) == 0
+    made = {"metadata": {"name": "j", "uid": "u1"},
+            "spec": {"template": {"metadata": {"labels": {"job-name": "j"}},
+                                  "spec": {"containers": [{"name": "c"}]}}}}
+    pod = kinds.pod_for_job(made, tracking_finalizer=True)
+    assert pod["metadata"]["generateName"] == "j-"
+    assert pod["metadata"]["labels"] == {"job-name": "j"}
+    assert pod["metadata"]["ownerReferences"][0] == {
+        "apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "u1", "controller": True,
+        "blockOwnerDeletion": True}
+    assert pod["metadata"]["finalizers"] == [kinds.JOB_TRACKING_FINALIZER]
+    assert "finalizers" not in kinds.pod_for_job(made)["metadata"]
+    assert not kinds.tracks_pods_by_finalizer(made, (1, 20))
+    assert kinds.tracks_pods_by_finalizer(made, (1, 27))
+    made["metadata"]["annotations"] = {kinds.JOB_TRACKING_FINALIZER: ""}  # 1.22 to 1.26
+    assert kinds.tracks_pods_by_finalizer(made, (1, 25))
+    pod["spec"]["containers"].append({})  # a copy: the Job's template is untouched
+    assert len(made["spec"]["template"]["spec"]["containers"]) == 1
+
+
 def test_a_pytorchjob_cannot_hold_parameter_servers():
     with pytest.raises(ValueError, match="use tfjob"):
         training_jobs(_spec(ps=1), kind="pytorchjob")

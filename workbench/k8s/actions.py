@@ -81,6 +81,7 @@ class Actuator:
         self.cache = cache
         self.clock = clock
         self.plan_timeout = plan_timeout
+        self._server: tuple[int, int] | None = None
 
     def apply(self, actions: Sequence[Action]) -> list[Outcome]:
         """Carry out a round's actions: the others one by one, then every gang's binds at once."""
@@ -413,6 +414,33 @@ class Actuator:
             self.binder.patch(kinds.BATCH_JOB.path(job.key[0], name), {"spec": {"parallelism": 0}})
         if pods:
             self.delete_pods(job, pods, recreate=False)
+
+    def make_pods_for_silent_job(self, obj: dict, silent_for: float) -> bool:
+        """Create the pods a batch/v1 Job owes, as its controller would (`Reconciler.
+        _stand_in_for_silent_jobs` says when); False if the API server could not be asked
+        its version (whether the pods need the Job's tracking finalizer)."""
+        server = self._server_version()
+        if server is None:
+            return False
+        meta = obj["metadata"]
+        n = kinds.pods_job_owes(obj)
+        log.warning("Job %s/%s owes %d pod(s) and has had none for %.0f s; the scheduler"
+                    " makes them", meta.get("namespace"), meta["name"], n, silent_for)
+        pod = kinds.pod_for_job(obj, kinds.tracks_pods_by_finalizer(obj, server))
+        for _ in range(n):
+            self.binder.create_pod(meta.get("namespace", "default"), pod)
+        return True
+
+    def _server_version(self) -> tuple[int, int] | None:
+        """(major, minor) of the API server, asked once; None while it does not answer."""
+        if self._server is None:
+            try:
+                v = self.binder.rest.get("/version")
+                self._server = (int(v["major"]), int("".join(c for c in v["minor"]
+                                                            if c.isdigit())))
+            except Exception as e:  # noqa: BLE001 - asked again next time
+                log.warning("API server version: %s", e)
+        return self._server
 
     def _create_bare(self, job: TrackedJob, role: str) -> None:
         template = job.templates.get(role)

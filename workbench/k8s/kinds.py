@@ -26,6 +26,7 @@ the job trains; without them the workbench knows the gang and its demand, not it
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 from . import labels
@@ -120,6 +121,55 @@ class OwnerKind:
             return (f"{self.kind} {obj['metadata']['name']} keeps {fixed} {role}s besides its"
                     f" {scaled} replicas; cannot run {n}")
         return {"spec": {self.replica_specs: {scaled: {"replicas": n - fixed}}}}
+
+
+JOB_TRACKING_FINALIZER = "batch.kubernetes.io/job-tracking"
+
+
+def pods_job_owes(obj: dict | None) -> int:
+    """How many active pods a batch/v1 Job's controller keeps, as its `manageJob` counts
+    them: none once the Job has finished or is suspended; otherwise `parallelism`, capped by
+    the completions left; with completions unset, none more once one pod has succeeded."""
+    if obj is None or has_condition(obj, "Complete", "Failed"):
+        return 0
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    if spec.get("suspend"):
+        return 0
+    parallelism = int(spec.get("parallelism", 1))
+    succeeded = int(status.get("succeeded") or 0)
+    completions = spec.get("completions")
+    if completions is None:
+        return 0 if succeeded else parallelism
+    return max(0, min(parallelism, int(completions) - succeeded))
+
+
+def tracks_pods_by_finalizer(obj: dict, server: tuple[int, int]) -> bool:
+    """Whether a Job's controller puts its tracking finalizer on the pods it makes: on Jobs
+    it marked with an annotation of that name (1.22 to 1.26), on every Job from 1.27."""
+    return server >= (1, 27) or \
+        JOB_TRACKING_FINALIZER in ((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def pod_for_job(obj: dict, tracking_finalizer: bool = False) -> dict:
+    """A pod made from a batch/v1 Job's template and owned by the Job, as its controller
+    makes one (`GetPodFromTemplate`): the template's labels, annotations, finalizers and
+    spec, the Job as controlling owner, and the job-tracking finalizer where its pods
+    carried it."""
+    template = obj["spec"]["template"]
+    meta = template.get("metadata") or {}
+    name = obj["metadata"]["name"]
+    finalizers = list(meta.get("finalizers") or [])
+    if tracking_finalizer and JOB_TRACKING_FINALIZER not in finalizers:
+        finalizers.append(JOB_TRACKING_FINALIZER)
+    pod_meta = {"generateName": f"{name}-", "labels": dict(meta.get("labels") or {}),
+                "annotations": dict(meta.get("annotations") or {}),
+                "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": name,
+                                     "uid": obj["metadata"]["uid"], "controller": True,
+                                     "blockOwnerDeletion": True}]}
+    if finalizers:
+        pod_meta["finalizers"] = finalizers
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
+            "spec": copy.deepcopy(template["spec"])}
 
 
 def has_condition(obj: dict | None, *types: str) -> bool:

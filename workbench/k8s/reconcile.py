@@ -42,6 +42,7 @@ log = logging.getLogger("workbench.k8s.reconcile")
 
 W, PS = labels.ROLE_WORKER, labels.ROLE_PS
 UNANSWERED_HOLD = 5.0  # seconds a bind that got no answer holds its node even if not seen bound
+SILENCE_CHECK_S = 5.0  # seconds between two looks for Jobs that make no pods
 
 
 @dataclass
@@ -100,6 +101,9 @@ class JobBook:
     uncertain: dict[str, tuple[dict, str, float]] = field(default_factory=dict)
     future_arrivals: list[float] = field(default_factory=list)  # announced, not yet due
     node_failures: list[tuple[float, str, str]] = field(default_factory=list)  # (t, node, job)
+    # batch/v1 Jobs we schedule that owe pods and have none: (namespace, name) ->
+    # (monotonic time since when, monotonic time the backend last made their pods)
+    silent: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
     # completed jobs with pods still live: key -> monotonic time of completion
     lingering: dict[tuple[str, str], float] = field(default_factory=dict)
     seen_nodes: set[str] = field(default_factory=set)  # every node name the view has shown
@@ -164,6 +168,7 @@ class Reconciler:
         self.synced_version = -1
         self.synced_at = 0.0
         self.kinds_checked_at = time.monotonic()
+        self.silence_checked_at = float("-inf")
 
     def due(self) -> bool:
         """Whether a sync can change anything: the cache changed, an announced arrival is
@@ -217,6 +222,9 @@ class Reconciler:
                 self._missing(job, owner_objs, now, mono)
         for key in [k for k in book.lingering if k not in groups]:
             del book.lingering[key]
+        if mono - self.silence_checked_at >= SILENCE_CHECK_S:
+            self.silence_checked_at = mono
+            self._stand_in_for_silent_jobs(pods, owner_objs, mono)
         for key in [k for k, t in book.submitted.items() if mono - t > self.plan_timeout]:
             log.warning("job %s/%s: no pods %.0f s after it was created", *key, self.plan_timeout)
             del book.submitted[key]
@@ -547,6 +555,38 @@ class Reconciler:
             return
         self.book.finish(job, now, JobState.REJECTED, "deleted: its pods and Job are gone")
 
+    def _stand_in_for_silent_jobs(self, pods: list[dict], owner_objs: dict,
+                                  mono: float) -> None:
+        """Make the pods of each batch/v1 Job we schedule that has owed pods and had none
+        for twice `plan_timeout` (again each time that passes with still none). A Job
+        controller whose watch missed pods it made (made and deleted while it was cut off,
+        as around an API server restart) makes none again until its expectations expire,
+        5 minutes later (kube-controller-manager's `ControllerExpectations`): the soak's
+        stuck jobs. It counts pods it sees created with itself as owner as its own, so these
+        end the wait and no more are made. Judged per Job, not per tracked job, so that a
+        scheduler that took over from one that was killed meanwhile, and never saw the
+        job's pods, still finds it."""
+        owed = {(ns, name): obj for (kind, ns, name), obj in owner_objs.items()
+                if kind == kinds.BATCH_JOB.kind and _schedules(obj, self.scheduler_name)
+                and kinds.pods_job_owes(obj)}
+        silent = self.book.silent
+        if not owed:
+            silent.clear()
+            return
+        with_pods = {(p["metadata"].get("namespace", ""), ref["name"]) for p in pods
+                     for ref in p["metadata"].get("ownerReferences") or ()
+                     if ref.get("controller") and ref.get("kind") == kinds.BATCH_JOB.kind}
+        for key in [k for k in silent if k not in owed or k in with_pods]:
+            del silent[key]
+        wait = 2 * self.plan_timeout
+        for key, obj in owed.items():
+            if key in with_pods:
+                continue
+            since, made = silent.setdefault(key, (mono, float("-inf")))
+            if mono - since >= wait and mono - made >= wait and \
+                    self.actuator.make_pods_for_silent_job(obj, mono - since):
+                silent[key] = (since, mono)
+
     def _owner_succeeded(self, job: TrackedJob, owner_objs: dict) -> bool:
         """Whether an object owning the job's pods says the job succeeded (a Job Complete,
         a PyTorchJob or TFJob Succeeded, a JobSet Completed)."""
@@ -570,6 +610,12 @@ class Reconciler:
         st.progress = st.spec.total_work if np.isfinite(st.spec.total_work) else st.progress
         self.book.finish(job, now, JobState.COMPLETED, "completed")
         st.history.append((now, st.progress, st.metric if st.metric is not None else np.nan))
+
+
+def _schedules(job: dict, scheduler_name: str) -> bool:
+    """Whether a Job's pods are ours to place (its template names this scheduler)."""
+    return ((job.get("spec") or {}).get("template") or {}).get("spec", {}) \
+        .get("schedulerName") == scheduler_name
 
 
 def _owner_count(obj: dict | None, kind: str, role: str) -> int | None:
