@@ -141,6 +141,8 @@ def test_the_pods_a_batch_job_owes_follow_its_controllers_count():
         "blockOwnerDeletion": True}
     assert pod["metadata"]["finalizers"] == [kinds.JOB_TRACKING_FINALIZER]
     assert "finalizers" not in kinds.pod_for_job(made)["metadata"]
+    assert kinds.pods_made_alike(made)
+    assert not kinds.pods_made_alike({"spec": {"completionMode": "Indexed"}})
     assert not kinds.tracks_pods_by_finalizer(made, (1, 20))
     assert kinds.tracks_pods_by_finalizer(made, (1, 27))
     made["metadata"]["annotations"] = {kinds.JOB_TRACKING_FINALIZER: ""}  # 1.22 to 1.26

@@ -143,6 +143,13 @@ def pods_job_owes(obj: dict | None) -> int:
     return max(0, min(parallelism, int(completions) - succeeded))
 
 
+def pods_made_alike(obj: dict) -> bool:
+    """Whether every pod of a batch/v1 Job is made alike from its template: not for an
+    Indexed Job, whose controller gives each pod its completion index (and deletes a pod
+    without a valid one)."""
+    return (obj.get("spec") or {}).get("completionMode", "NonIndexed") != "Indexed"
+
+
 def tracks_pods_by_finalizer(obj: dict, server: tuple[int, int]) -> bool:
     """Whether a Job's controller puts its tracking finalizer on the pods it makes: on Jobs
     it marked with an annotation of that name (1.22 to 1.26), on every Job from 1.27."""

@@ -568,7 +568,7 @@ class Reconciler:
         job's pods, still finds it."""
         owed = {(ns, name): obj for (kind, ns, name), obj in owner_objs.items()
                 if kind == kinds.BATCH_JOB.kind and _schedules(obj, self.scheduler_name)
-                and kinds.pods_job_owes(obj)}
+                and kinds.pods_job_owes(obj) and kinds.pods_made_alike(obj)}
         silent = self.book.silent
         if not owed:
             silent.clear()
