@@ -201,7 +201,8 @@ SCHEDULER_RULES = [
     # the watch cache: nodes, pods, batch Jobs
     {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
     # delete: checkpoint-restart (migrate, scale, preempt, roll back a gang); create: re-create
-    # bare pods that no controller owns; patch: checkpoint and gang-size annotations
+    # bare pods that no controller owns, and the pods of a Job that has made none for long
+    # (`Reconciler._stand_in_for_silent_jobs`); patch: checkpoint and gang-size annotations
     {"apiGroups": [""], "resources": ["pods"],
      "verbs": ["get", "list", "watch", "create", "delete", "patch"]},
     {"apiGroups": [""], "resources": ["pods/binding"], "verbs": ["create"]},
@@ -210,6 +211,9 @@ SCHEDULER_RULES = [
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
     # scaling is a change of parallelism; refusals annotate the Job
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "patch"]},
+    # a pod made for a Job blocks the Job's deletion, as its controller's do: where the
+    # OwnerReferencesPermissionEnforcement admission plugin is on, that takes this
+    {"apiGroups": ["batch"], "resources": ["jobs/finalizers"], "verbs": ["update"]},
     # the same for Kubeflow jobs (their replicas) and JobSets, where their CRDs are installed
     {"apiGroups": ["kubeflow.org"], "resources": ["pytorchjobs", "tfjobs"],
      "verbs": ["get", "list", "watch", "patch"]},
