@@ -34,7 +34,7 @@ def test_a_soak_with_every_fault_loses_duplicates_strands_and_overcommits_nothin
     summary = {k: result[k] for k in ("complete", "lost", "duplicated", "pods_bound_twice",
                                       "stuck", "max_overcommit_gpus", "binds_per_s", "faults",
                                       "scheduler_restarts", "seconds", "lost_jobs",
-                                      "stuck_jobs", "stuck_why", "stuck_state",
+                                      "stuck_jobs", "stuck_why", "stuck_state", "stand_ins",
                                       "duplicated_jobs", "audit")}
     print(summary)
     assert sorted(f["what"].split()[0] for f in result["faults"]) == \

@@ -505,6 +505,8 @@ def _cluster_says(rest, namespace: str, jobs: list[str]) -> dict[str, dict]:
 def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
             stuck_after: dict[str, int], audit, problems: list[str], faults: list[Fault],
             restarts: int, started: float, ended: float, lines: list[str]) -> dict:
+    from ..k8s.actions import STAND_IN
+
     not_done = _not_done(specs, census)
     # more pods succeeded than its last size: it ran twice (an engine may resize it, PS too)
     duplicated = sorted(n for n, k in census.succeeded.items() if k > census.size.get(n, k))
@@ -527,6 +529,8 @@ def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
         "scheduler_restarts": restarts, "seconds": round(seconds, 1),
         "retry_log_lines": sum(1 for line in lines if "Retrying (Retry(" in line),
         "outage_log_lines": sum(1 for line in lines if "workbench.k8s.outage" in line),
+        # Jobs whose controller made no pods for long, given them by the scheduler
+        "stand_ins": sum(1 for line in lines if STAND_IN in line),
         "lost_jobs": dict(list(census.lost.items())[:10]),
         "rejected_why": sorted(set(census.rejected.values()))[:5], "stuck_jobs": (not_done + sorted(
             stuck_after))[:10], "stuck_why": _last_said(lines, (not_done + sorted(stuck_after))[:10]),
@@ -549,7 +553,8 @@ def _line(r: dict) -> str:
     return (f"{r['complete']}/{r['jobs']} complete, {r['rejected']} rejected by the engine,"
             f" {r['lost']} lost, {r['duplicated']}"
             f" duplicated, {r['stuck']} stuck, over-commit {r['max_overcommit_gpus']:g} GPUs,"
-            f" {r['binds_per_s']} binds/s, recovery {r['max_recovery_s']} s, {r['seconds']} s")
+            f" {r['binds_per_s']} binds/s, recovery {r['max_recovery_s']} s, {r['seconds']} s,"
+            f" {r['stand_ins']} Job(s) given pods by the scheduler")
 
 
 def run(args) -> int:
@@ -564,7 +569,7 @@ def run(args) -> int:
     say = (lambda m: print(m, file=sys.stderr if args.json else sys.stdout, flush=True))
     result = soak(cfg, say=say)
     rows = [{k: r[k] for k in ("engine", "jobs", "complete", "rejected", "lost", "duplicated",
-                               "stuck",
+                               "stuck", "stand_ins",
                                "max_overcommit_gpus", "binds_per_s", "max_recovery_s",
                                "scheduler_restarts", "seconds")} for r in result["runs"]]
     faults = [f"{f['what']}: recovered in {f['recovered_s']} s" for r in result["runs"]

@@ -49,6 +49,7 @@ from .binder import Binder, BindResult, pod_path
 from .cache import Clock, ClusterCache, PodGroup, bound_placement, owner_of, role_of
 from .reconcile import JobBook, TrackedJob
 
+STAND_IN = "the scheduler makes them"  # logged when it makes a silent Job's pods (soak counts)
 log = logging.getLogger("workbench.k8s.actions")
 
 W, PS = labels.ROLE_WORKER, labels.ROLE_PS
@@ -424,8 +425,8 @@ class Actuator:
             return False
         meta = obj["metadata"]
         n = kinds.pods_job_owes(obj)
-        log.warning("Job %s/%s owes %d pod(s) and has had none for %.0f s; the scheduler"
-                    " makes them", meta.get("namespace"), meta["name"], n, silent_for)
+        log.warning("Job %s/%s owes %d pod(s) and has had none for %.0f s; %s",
+                    meta.get("namespace"), meta["name"], n, silent_for, STAND_IN)
         pod = kinds.pod_for_job(obj, kinds.tracks_pods_by_finalizer(obj, server))
         for _ in range(n):
             self.binder.create_pod(meta.get("namespace", "default"), pod)
