@@ -416,15 +416,14 @@ class Actuator:
         if pods:
             self.delete_pods(job, pods, recreate=False)
 
-    def make_pods_for_silent_job(self, obj: dict, silent_for: float) -> bool:
-        """Create the pods a batch/v1 Job owes, as its controller would (`Reconciler.
+    def make_pods_for_silent_job(self, obj: dict, n: int, silent_for: float) -> bool:
+        """Create the `n` pods a batch/v1 Job owes, as its controller would (`Reconciler.
         _stand_in_for_silent_jobs` says when); False if the API server could not be asked
         its version (whether the pods need the Job's tracking finalizer)."""
         server = self._server_version()
         if server is None:
             return False
         meta = obj["metadata"]
-        n = kinds.pods_job_owes(obj)
         log.warning("Job %s/%s owes %d pod(s) and has had none for %.0f s; %s",
                     meta.get("namespace"), meta["name"], n, silent_for, STAND_IN)
         pod = kinds.pod_for_job(obj, kinds.tracks_pods_by_finalizer(obj, server))

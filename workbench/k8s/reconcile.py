@@ -566,25 +566,25 @@ class Reconciler:
         end the wait and no more are made. Judged per Job, not per tracked job, so that a
         scheduler that took over from one that was killed meanwhile, and never saw the
         job's pods, still finds it."""
-        owed = {(ns, name): obj for (kind, ns, name), obj in owner_objs.items()
-                if kind == kinds.BATCH_JOB.kind and _schedules(obj, self.scheduler_name)
-                and kinds.pods_job_owes(obj) and kinds.pods_made_alike(obj)}
+        job_kind = kinds.BATCH_JOB.kind
+        owed = {(ns, name): (obj, n) for (kind, ns, name), obj in owner_objs.items()
+                if kind == job_kind and self.cache.is_ours(obj["spec"]["template"])
+                and kinds.pods_made_alike(obj) and (n := kinds.pods_job_owes(obj))}
         silent = self.book.silent
         if not owed:
             silent.clear()
             return
-        with_pods = {(p["metadata"].get("namespace", ""), ref["name"]) for p in pods
-                     for ref in p["metadata"].get("ownerReferences") or ()
-                     if ref.get("controller") and ref.get("kind") == kinds.BATCH_JOB.kind}
+        with_pods = {(p["metadata"].get("namespace", ""), o[1]) for p in pods
+                     if (o := owner_of(p)) and o[0] == job_kind}
         for key in [k for k in silent if k not in owed or k in with_pods]:
             del silent[key]
         wait = 2 * self.plan_timeout
-        for key, obj in owed.items():
+        for key, (obj, n) in owed.items():
             if key in with_pods:
                 continue
             since, made = silent.setdefault(key, (mono, float("-inf")))
             if mono - since >= wait and mono - made >= wait and \
-                    self.actuator.make_pods_for_silent_job(obj, mono - since):
+                    self.actuator.make_pods_for_silent_job(obj, n, mono - since):
                 silent[key] = (since, mono)
 
     def _owner_succeeded(self, job: TrackedJob, owner_objs: dict) -> bool:
@@ -610,12 +610,6 @@ class Reconciler:
         st.progress = st.spec.total_work if np.isfinite(st.spec.total_work) else st.progress
         self.book.finish(job, now, JobState.COMPLETED, "completed")
         st.history.append((now, st.progress, st.metric if st.metric is not None else np.nan))
-
-
-def _schedules(job: dict, scheduler_name: str) -> bool:
-    """Whether a Job's pods are ours to place (its template names this scheduler)."""
-    return ((job.get("spec") or {}).get("template") or {}).get("spec", {}) \
-        .get("schedulerName") == scheduler_name
 
 
 def _owner_count(obj: dict | None, kind: str, role: str) -> int | None:
