@@ -383,6 +383,32 @@ def _pod_events(cluster, namespace: str, seen):
         w.stop()
 
 
+@contextlib.contextmanager
+def _pods_added(cluster, namespace: str):
+    """The names of the namespace's pods an independent watch sees created, in order."""
+    added: list[str] = []
+
+    def seen(kind: str, pod) -> None:
+        if kind == "ADDED":
+            added.append(pod.metadata.name)
+
+    with _pod_events(cluster, namespace, seen):
+        yield added
+
+
+def _running_on_node_000(backend, spec: JobSpec, added: list[str]) -> set[str]:
+    """Submit `spec`, place its workers on gpu-node-000 and wait until it runs and the watch
+    filling `added` has seen its pods; the pod names seen by then."""
+    _submit_all(backend, [spec])
+    backend.observe()
+    assert all(o.applied for o in backend.apply([Place(
+        spec.name, "start", {"gpu-node-000": spec.initial_workers})]))
+    _until("running", lambda: backend.observe().jobs[spec.name].state is JobState.RUNNING,
+           timeout=60)
+    _until("the first pods seen", lambda: len(added) >= spec.initial_workers, timeout=30)
+    return set(added)
+
+
 @pytest.mark.integration
 def test_pods_deleted_for_a_restart_are_marked_as_a_disruption_first(cluster, namespace):
     """From Kubernetes 1.26 a Job counts a deleted pod as a failure (towards `backoffLimit`)
@@ -427,24 +453,11 @@ def test_a_shrink_makes_only_the_pods_of_the_new_count(cluster, namespace):
     pod trimmed so failed it with a 404), as an independent watch counts the pods made."""
     from workbench.model import Scale
 
-    added: list[str] = []
-
-    def seen(kind: str, pod) -> None:
-        if kind == "ADDED":
-            added.append(pod.metadata.name)
-
-    with _pod_events(cluster, namespace, seen), \
+    with _pods_added(cluster, namespace) as added, \
             contextlib.closing(_backend(cluster, namespace)) as backend:
         spec = JobSpec("shrink", "cifar10", backend.now, 1e9, 512, initial_workers=3,
                        min_workers=1, max_workers=3, worker_demand=Resources(4, 16, 1))
-        _submit_all(backend, [spec])
-        backend.observe()
-        assert all(o.applied for o in backend.apply([Place("shrink", "start",
-                                                           {"gpu-node-000": 3})]))
-        _until("running", lambda: backend.observe().jobs["shrink"].state is JobState.RUNNING,
-               timeout=60)
-        _until("the first pods seen", lambda: len(added) >= 3, timeout=30)
-        before = set(added)
+        before = _running_on_node_000(backend, spec, added)
         assert all(o.applied for o in backend.apply([Scale("shrink", "shrink",
                                                            {"gpu-node-001": 1})]))
         _until("running at 1", lambda: (lambda j: j.state is JobState.RUNNING
@@ -466,30 +479,17 @@ def test_a_job_that_makes_no_pods_after_a_preemption_gets_them_from_the_schedule
     the job runs on them."""
     from workbench.model import Suspend
 
-    added: list[str] = []
-
-    def seen(kind: str, pod) -> None:
-        if kind == "ADDED":
-            added.append(pod.metadata.name)
-
     rest = cluster.rest
     binding = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/" \
               "system:controller:job-controller"
     kept = rest.get(binding)
     kept["metadata"] = {k: v for k, v in kept["metadata"].items()
                         if k in ("name", "labels", "annotations")}
-    with _pod_events(cluster, namespace, seen), \
+    with _pods_added(cluster, namespace) as added, \
             contextlib.closing(_backend(cluster, namespace, plan_timeout=5.0)) as backend:
         spec = JobSpec("silent", "cifar10", backend.now, 1e9, 512, initial_workers=2,
                        max_workers=2, worker_demand=Resources(4, 16, 1))
-        _submit_all(backend, [spec])
-        backend.observe()
-        assert all(o.applied for o in backend.apply([Place("silent", "start",
-                                                           {"gpu-node-000": 2})]))
-        _until("running", lambda: backend.observe().jobs["silent"].state is JobState.RUNNING,
-               timeout=60)
-        _until("the first pods seen", lambda: len(added) >= 2, timeout=30)
-        before = set(added)
+        before = _running_on_node_000(backend, spec, added)
         rest.delete(binding)
         try:
             time.sleep(1.0)  # the API server's authorizer has seen the binding go
