@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, NamedTuple, Sequence
+from collections.abc import Iterator
+from typing import Callable, Iterable, NamedTuple, Sequence, overload
 
 from .backend import Backend, Outcome
 from .model import Action, ClusterState, JobState, Reject, Wait
@@ -29,6 +30,66 @@ class Decision(NamedTuple):  # a tuple: long traces record millions, cheap to bu
     reason: str
     applied: bool
     detail: str = ""
+
+
+class DecisionLog(Sequence[Decision]):
+    """The decisions of a run, read as `Decision`s, kept as plain tuples. A tuple of strings,
+    floats and bools leaves the cyclic collector's care at its first pass; a `Decision` (a
+    tuple subclass) never does, and the 207 k of a Philly replay were scanned by every full
+    collection (~0.4 s of its CPU, docs/sim-performance.md). A list of `Decision`s compares
+    equal to the log holding the same rows."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, decisions: Iterable[Sequence] = ()) -> None:
+        self._rows: list[tuple] = [tuple(d) for d in decisions]
+
+    def append(self, decision: Sequence) -> None:
+        self._rows.append(tuple(decision))
+
+    def record(self, *fields) -> None:
+        """Append a decision given as its fields (time, policy, action, job, reason, applied,
+        detail), without making the `Decision`."""
+        self._rows.append(fields)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, i: int) -> Decision: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[Decision]: ...
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return list(map(Decision._make, self._rows[i]))
+        return Decision._make(self._rows[i])
+
+    def __delitem__(self, i: int | slice) -> None:
+        del self._rows[i]
+
+    def __iter__(self) -> Iterator[Decision]:
+        return map(Decision._make, self._rows)
+
+    def __reversed__(self) -> Iterator[Decision]:
+        return map(Decision._make, reversed(self._rows))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, DecisionLog):
+            return self._rows == other._rows
+        if isinstance(other, list):
+            return self._rows == other  # a Decision equals the tuple of its fields
+        return NotImplemented
+
+    __hash__ = None  # mutable, as a list
+
+    def __repr__(self) -> str:
+        return f"DecisionLog({len(self._rows)} decisions)"
+
+    def __getstate__(self) -> list[tuple]:
+        return self._rows
+
+    def __setstate__(self, rows: list[tuple]) -> None:
+        self._rows = rows
 
 
 @dataclass(frozen=True)
@@ -53,7 +114,7 @@ class Sample:
 class Recorder:
     """The run's history: decisions with reasons, a timeline, and policy switches."""
 
-    decisions: list[Decision] = field(default_factory=list)
+    decisions: DecisionLog = field(default_factory=DecisionLog)
     timeline: list[Sample] = field(default_factory=list)
     switches: list[tuple[float, str, str]] = field(default_factory=list)  # (time, from, to)
     record_waits: bool = True
@@ -65,11 +126,12 @@ class Recorder:
     _last_sample: float = -math.inf
 
     def record_round(self, t: float, policy: str, outcomes: Sequence[Outcome]) -> None:
+        record = self.decisions.record
         for o in outcomes:
             if isinstance(o.action, Wait) and not self.record_waits:
                 continue
-            self.decisions.append(Decision(t, policy, type(o.action).__name__, o.action.job,
-                                           o.action.reason, o.applied, o.detail))
+            record(t, policy, type(o.action).__name__, o.action.job, o.action.reason, o.applied,
+                   o.detail)
 
     def sample_due(self, now: float) -> bool:
         return now - self._last_sample >= self.timeline_every

@@ -39,6 +39,7 @@ def run(args) -> int:
             "gpu_alloc_util": m["gpu_alloc_util"], "target_s": 30.0,
         })
         cpu_before = cpu
+        del r  # one policy's run is not left for the collector to scan through the next's
     gpus = sum(n.gpus for n in nodes)
     result = {"trace": "philly", "jobs": len(jobs), "cluster": args.cluster, "nodes": len(nodes),
               "gpus": gpus, "load_seconds": load_s, "load_peak_rss_mib": load_peak, "results": rows,
