@@ -514,6 +514,42 @@ def test_a_job_that_makes_no_pods_after_a_preemption_gets_them_from_the_schedule
 
 
 @pytest.mark.integration
+def test_a_scheduler_restarted_while_a_job_waits_resumes_it_from_its_checkpoint(
+        cluster, namespace):
+    """A preempted job's Job re-creates its pods without the checkpoint, which until the job
+    ran again lived only in the scheduler's memory: a scheduler restarted in between read 0,
+    and the pods it bound next resumed from 0 (the job redid its work). The checkpoint is
+    kept on the Job: a second backend finds the job at its progress, and the pods it binds
+    carry it, as read from the API server."""
+    from workbench.model import Suspend
+
+    with contextlib.closing(_backend(cluster, namespace)) as first:
+        spec = JobSpec("kept", "cifar10", first.now, 1e9, 512, initial_workers=2,
+                       max_workers=2, worker_demand=Resources(4, 16, 1))
+        _submit_all(first, [spec])
+        first.observe()
+        assert all(o.applied for o in first.apply([Place("kept", "start",
+                                                         {"gpu-node-000": 2})]))
+        _until("a progress report", lambda: first.observe().jobs["kept"].progress > 0,
+               timeout=60)
+        assert all(o.applied for o in first.apply([Suspend("kept", "preempted")]))
+        saved = first.observe().jobs["kept"].progress
+        assert saved > 0
+    with contextlib.closing(_backend(cluster, namespace)) as second:
+        _until("the job found again", lambda: "kept" in second.observe().jobs, timeout=60)
+        found = second.observe().jobs["kept"]
+        assert found.state is JobState.PENDING and found.progress == pytest.approx(saved)
+        assert all(o.applied for o in second.apply([Place("kept", "again",
+                                                          {"gpu-node-001": 2})]))
+        _until("running again",
+               lambda: second.observe().jobs["kept"].state is JobState.RUNNING, timeout=60)
+        pods = cluster.rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+        resumed = [float((p["metadata"].get("annotations") or {}).get(labels.CHECKPOINT, 0.0))
+                   for p in pods if p["spec"].get("nodeName") == "gpu-node-001"]
+        assert resumed == pytest.approx([saved, saved]), resumed
+
+
+@pytest.mark.integration
 def test_a_running_jobs_progress_is_estimated_from_when_its_report_came(cluster, namespace):
     """Progress reports come every few seconds and the backend reads them when it syncs: a
     report is dated when the watch brought it (not when read, up to a round later), and

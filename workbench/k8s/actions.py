@@ -264,6 +264,7 @@ class Actuator:
         used -= held
         used += need
         job.checkpoint = max(job.checkpoint, st.progress)
+        self.keep_checkpoint(job)
         reason_kind = "Migrating" if isinstance(a, Migrate) else "Scaling"
         self.explain(job, reason_kind, f"{a.reason} (checkpoint at {job.checkpoint:,.0f}"
                                        " iterations; pods re-created)", bound_only=True)
@@ -366,6 +367,7 @@ class Actuator:
         st = job.status
         log.info("%s: %s (%s)", st.name, event, reason)
         job.checkpoint = max(job.checkpoint, st.progress)
+        self.keep_checkpoint(job)
         self.explain(job, event, reason, bound_only=True, warning=warning)
         self.delete_pods(job, job.bound_pods, recreate=True)
         job.plan = None
@@ -376,6 +378,17 @@ class Actuator:
         st.target_workers, st.target_ps = st.spec.initial_workers, st.spec.num_ps
         st.reason = reason
         job.bound_pods = []
+
+    def keep_checkpoint(self, job: TrackedJob) -> None:
+        """Write the job's checkpoint where a restarted scheduler finds it (`Reconciler.
+        _discover`): on the objects owning its pods, whose controllers re-create deleted pods
+        without it (bare pods get it from `_create_bare`), on the pool. Until then it lived
+        only in this process: a scheduler restarted while the job waited resumed it from 0."""
+        if job.checkpoint <= 0:
+            return
+        mark = {"metadata": {"annotations": {labels.CHECKPOINT: repr(float(job.checkpoint))}}}
+        for kind, name in sorted({ref for refs in job.owners.values() for ref in refs}):
+            self.binder.run(self.binder.patch, kinds.BY_KIND[kind].path(job.key[0], name), mark)
 
     def delete_pods(self, job: TrackedJob, pods: list[dict], recreate: bool = True) -> None:
         """Delete now (grace 0) on the pool; bare pods are re-created from their template."""
@@ -445,6 +458,10 @@ class Actuator:
     def _create_bare(self, job: TrackedJob, role: str) -> None:
         template = job.templates.get(role)
         if template is not None:
+            if job.checkpoint > 0:  # resumed from it, and read from it by a restarted scheduler
+                meta = template["metadata"]
+                template = {**template, "metadata": {**meta, "annotations": {
+                    **(meta.get("annotations") or {}), labels.CHECKPOINT: repr(float(job.checkpoint))}}}
             self.binder.create_pod(job.key[0], template)
 
     def _resize(self, job: TrackedJob, role: str, n: int) -> None:

@@ -15,7 +15,7 @@ backend when it re-creates a pod, or a test):
 | `workbench.io/batch-size` | annotation | global batch size (integer) |
 | `workbench.io/num-workers` | annotation | workers the job needs before it trains (gang size); default: as many as run |
 | `workbench.io/num-ps` | annotation | parameter servers it needs; default: as many as run |
-| `workbench.io/checkpoint` | annotation | iterations already done when this pod was (re)created |
+| `workbench.io/checkpoint` | annotation | iterations already done when this pod was (re)created; on a Job (or Kubeflow job) the scheduler preempted or re-sized, the checkpoint its re-created pods resume from, for a scheduler that restarts before they run |
 | `workbench.io/deadline` | annotation | absolute deadline, Unix seconds |
 | `workbench.io/min-workers`, `workbench.io/max-workers` | annotation | the worker range a policy may scale in |
 | `workbench.io/arrival` | annotation | when the job arrived, on the scheduler's clock (default: pod creation) |

@@ -209,7 +209,7 @@ SCHEDULER_RULES = [
     # the DisruptionTarget condition on a pod deleted for a checkpoint-restart
     {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
-    # scaling is a change of parallelism; refusals annotate the Job
+    # scaling is a change of parallelism; refusals and checkpoints annotate the Job
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch", "patch"]},
     # a pod made for a Job blocks the Job's deletion, as its controller's do: where the
     # OwnerReferencesPermissionEnforcement admission plugin is on, that takes this

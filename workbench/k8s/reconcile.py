@@ -384,7 +384,11 @@ class Reconciler:
         status = JobStatus(spec=spec, target_workers=spec.initial_workers,
                            target_ps=spec.num_ps, reason="waiting: arrived, not yet scheduled")
         job = TrackedJob(key, status, owners=owners, desired=desired, last_sync=now)
-        job.checkpoint = max((checkpoint_of(p) for p in group.pods), default=0.0)
+        # the pods' own, or the one kept on their owners: a Job re-creates preempted pods
+        # without it, and a scheduler that restarted before they ran again finds it there
+        kept = [checkpoint_of(obj) for refs in owners.values() for kind, owner in refs
+                if (obj := owner_objs.get((kind, key[0], owner))) is not None]
+        job.checkpoint = max([checkpoint_of(p) for p in group.pods] + kept, default=0.0)
         status.progress = min(job.checkpoint, spec.total_work)
         for p in group.pods:
             if not owner_of(p):
