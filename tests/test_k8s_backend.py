@@ -514,19 +514,26 @@ def test_a_job_that_makes_no_pods_after_a_preemption_gets_them_from_the_schedule
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("owner", ["Job", "bare pods"])
 def test_a_scheduler_restarted_while_a_job_waits_resumes_it_from_its_checkpoint(
-        cluster, namespace):
+        cluster, namespace, owner):
     """A preempted job's Job re-creates its pods without the checkpoint, which until the job
     ran again lived only in the scheduler's memory: a scheduler restarted in between read 0,
     and the pods it bound next resumed from 0 (the job redid its work). The checkpoint is
-    kept on the Job: a second backend finds the job at its progress, and the pods it binds
-    carry it, as read from the API server."""
+    kept on the Job (on bare pods, on the pods the scheduler re-creates): a second backend
+    finds the job at its progress, and the pods it binds carry it, as read from the API
+    server."""
     from workbench.model import Suspend
 
     with contextlib.closing(_backend(cluster, namespace)) as first:
-        spec = JobSpec("kept", "cifar10", first.now, 1e9, 512, initial_workers=2,
-                       max_workers=2, worker_demand=Resources(4, 16, 1))
-        _submit_all(first, [spec])
+        if owner == "Job":
+            _submit_all(first, [JobSpec("kept", "cifar10", first.now, 1e9, 512,
+                                        initial_workers=2, max_workers=2,
+                                        worker_demand=Resources(4, 16, 1))])
+        else:
+            for pod in _bare_gang(namespace, "kept", 2, 1e9):
+                cluster.rest.post(f"/api/v1/namespaces/{namespace}/pods", pod)
+            _until("the pods found", lambda: "kept" in first.observe().jobs, timeout=60)
         first.observe()
         assert all(o.applied for o in first.apply([Place("kept", "start",
                                                          {"gpu-node-000": 2})]))
