@@ -519,10 +519,10 @@ def test_a_scheduler_restarted_while_a_job_waits_resumes_it_from_its_checkpoint(
         cluster, namespace, owner):
     """A preempted job's Job re-creates its pods without the checkpoint, which until the job
     ran again lived only in the scheduler's memory: a scheduler restarted in between read 0,
-    and the pods it bound next resumed from 0 (the job redid its work). The checkpoint is
-    kept on the Job (on bare pods, on the pods the scheduler re-creates): a second backend
-    finds the job at its progress, and the pods it binds carry it, as read from the API
-    server."""
+    and the pods it bound next resumed from 0 (the job redid its work), and ranked it as a
+    job that had received no service. Both are kept on the Job (on bare pods, on the pods the
+    scheduler re-creates): a second backend finds the job at its progress and service, and
+    the pods it binds carry the checkpoint, as read from the API server."""
     from workbench.model import Suspend
 
     with contextlib.closing(_backend(cluster, namespace)) as first:
@@ -540,12 +540,14 @@ def test_a_scheduler_restarted_while_a_job_waits_resumes_it_from_its_checkpoint(
         _until("a progress report", lambda: first.observe().jobs["kept"].progress > 0,
                timeout=60)
         assert all(o.applied for o in first.apply([Suspend("kept", "preempted")]))
-        saved = first.observe().jobs["kept"].progress
-        assert saved > 0
+        stopped = first.observe().jobs["kept"]
+        saved, service = stopped.progress, stopped.attained_service
+        assert saved > 0 and service > 0
     with contextlib.closing(_backend(cluster, namespace)) as second:
         _until("the job found again", lambda: "kept" in second.observe().jobs, timeout=60)
         found = second.observe().jobs["kept"]
         assert found.state is JobState.PENDING and found.progress == pytest.approx(saved)
+        assert found.attained_service == pytest.approx(service)  # Tiresias ranks by it
         assert all(o.applied for o in second.apply([Place("kept", "again",
                                                           {"gpu-node-001": 2})]))
         _until("running again",

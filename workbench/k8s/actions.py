@@ -231,13 +231,15 @@ class Actuator:
 
     def _pod_patch(self, job: TrackedJob) -> dict[str, str]:
         """Annotations new pods need before they run: the gang size when it is not the one
-        their template says, and the checkpoint to resume from."""
+        their template says, the checkpoint to resume from, and the service received."""
         st = job.status
         patch = {}
         if (st.target_workers, st.target_ps) != (st.spec.initial_workers, st.spec.num_ps):
             patch = {labels.NUM_WORKERS: str(st.target_workers), labels.NUM_PS: str(st.target_ps)}
         if job.checkpoint > 0 or st.progress > 0:
             patch[labels.CHECKPOINT] = repr(float(max(job.checkpoint, st.progress)))
+        if st.attained_service > 0:  # for a scheduler that restarts while they run
+            patch[labels.SERVICE] = repr(float(st.attained_service))
         return patch
 
     @staticmethod
@@ -380,13 +382,14 @@ class Actuator:
         job.bound_pods = []
 
     def keep_checkpoint(self, job: TrackedJob) -> None:
-        """Write the job's checkpoint where a restarted scheduler finds it (`Reconciler.
-        _discover`): on the objects owning its pods, whose controllers re-create deleted pods
-        without it (bare pods get it from `_create_bare`), on the pool. Until then it lived
-        only in this process: a scheduler restarted while the job waited resumed it from 0."""
-        if job.checkpoint <= 0:
+        """Write the job's checkpoint, and the GPU-seconds it has received, where a restarted
+        scheduler finds them (`Reconciler._discover`): on the objects owning its pods, whose
+        controllers re-create deleted pods without them (bare pods get them from
+        `_create_bare`), on the pool. Until then they lived only in this process: a scheduler
+        restarted while the job waited resumed it from 0, and ranked it as new."""
+        mark = {"metadata": {"annotations": _kept(job)}}
+        if not mark["metadata"]["annotations"]:
             return
-        mark = {"metadata": {"annotations": {labels.CHECKPOINT: repr(float(job.checkpoint))}}}
         for kind, name in sorted({ref for refs in job.owners.values() for ref in refs}):
             self.binder.run(self.binder.patch, kinds.BY_KIND[kind].path(job.key[0], name), mark)
 
@@ -458,10 +461,10 @@ class Actuator:
     def _create_bare(self, job: TrackedJob, role: str) -> None:
         template = job.templates.get(role)
         if template is not None:
-            if job.checkpoint > 0:  # resumed from it, and read from it by a restarted scheduler
+            if (kept := _kept(job)):  # resumed from, and read by a restarted scheduler
                 meta = template["metadata"]
-                template = {**template, "metadata": {**meta, "annotations": {
-                    **(meta.get("annotations") or {}), labels.CHECKPOINT: repr(float(job.checkpoint))}}}
+                template = {**template, "metadata": {
+                    **meta, "annotations": {**(meta.get("annotations") or {}), **kept}}}
             self.binder.create_pod(job.key[0], template)
 
     def _resize(self, job: TrackedJob, role: str, n: int) -> None:
@@ -642,6 +645,13 @@ def _owned(pod: dict) -> bool:
 def _needs_patch(pod: dict, patch: dict[str, str]) -> bool:
     ann = pod["metadata"].get("annotations") or {}
     return any(ann.get(k) != v for k, v in patch.items())
+
+
+def _kept(job: TrackedJob) -> dict[str, str]:
+    """The annotations `keep_checkpoint` writes: the checkpoint (iterations) and the attained
+    service (GPU-seconds), those above 0."""
+    values = {labels.CHECKPOINT: job.checkpoint, labels.SERVICE: job.status.attained_service}
+    return {k: repr(float(v)) for k, v in values.items() if v > 0}
 
 
 __all__ = ["Actuator", "Gang", "Refused"]

@@ -615,6 +615,12 @@ def checkpoint_of(pod: dict) -> float:
     return _float((pod["metadata"].get("annotations") or {}).get(labels.CHECKPOINT), 0.0)
 
 
+def attained_service_of(obj: dict) -> float:
+    """The GPU-seconds a job had received when the scheduler last stopped it (its
+    `attained-service` annotation, on its owner or a re-created bare pod), or 0."""
+    return _float((obj["metadata"].get("annotations") or {}).get(labels.SERVICE), 0.0)
+
+
 def _float(text, default):
     try:
         return float(text) if text not in (None, "") else default
@@ -739,6 +745,7 @@ __all__ = [
     "NodeView",
     "PodGroup",
     "bound_placement",
+    "attained_service_of",
     "checkpoint_of",
     "group_pods",
     "job_key",

@@ -16,6 +16,7 @@ backend when it re-creates a pod, or a test):
 | `workbench.io/num-workers` | annotation | workers the job needs before it trains (gang size); default: as many as run |
 | `workbench.io/num-ps` | annotation | parameter servers it needs; default: as many as run |
 | `workbench.io/checkpoint` | annotation | iterations already done when this pod was (re)created; on a Job (or Kubeflow job) the scheduler preempted or re-sized, the checkpoint its re-created pods resume from, for a scheduler that restarts before they run |
+| `workbench.io/attained-service` | annotation | set with the checkpoint: the GPU-seconds the job had received (Tiresias ranks by it) |
 | `workbench.io/deadline` | annotation | absolute deadline, Unix seconds |
 | `workbench.io/min-workers`, `workbench.io/max-workers` | annotation | the worker range a policy may scale in |
 | `workbench.io/arrival` | annotation | when the job arrived, on the scheduler's clock (default: pod creation) |
@@ -57,6 +58,7 @@ BATCH_SIZE = PREFIX + "batch-size"
 NUM_WORKERS = PREFIX + "num-workers"
 NUM_PS = PREFIX + "num-ps"
 CHECKPOINT = PREFIX + "checkpoint"
+SERVICE = PREFIX + "attained-service"
 DEADLINE = PREFIX + "deadline"
 MIN_WORKERS = PREFIX + "min-workers"
 MAX_WORKERS = PREFIX + "max-workers"

@@ -27,6 +27,7 @@ from .cache import (
     NodeView,
     PodGroup,
     bound_placement,
+    attained_service_of,
     checkpoint_of,
     group_pods,
     job_name,
@@ -386,10 +387,11 @@ class Reconciler:
         job = TrackedJob(key, status, owners=owners, desired=desired, last_sync=now)
         # the pods' own, or the one kept on their owners: a Job re-creates preempted pods
         # without it, and a scheduler that restarted before they ran again finds it there
-        kept = [checkpoint_of(obj) for refs in owners.values() for kind, owner in refs
-                if (obj := owner_objs.get((kind, key[0], owner))) is not None]
-        job.checkpoint = max([checkpoint_of(p) for p in group.pods] + kept, default=0.0)
+        kept = [obj for refs in owners.values() for kind, owner in refs
+                if (obj := owner_objs.get((kind, key[0], owner))) is not None] + group.pods
+        job.checkpoint = max(map(checkpoint_of, kept), default=0.0)
         status.progress = min(job.checkpoint, spec.total_work)
+        status.attained_service = max(map(attained_service_of, kept), default=0.0)
         for p in group.pods:
             if not owner_of(p):
                 job.templates.setdefault(role_of(p), _bare_template(p))
@@ -657,7 +659,7 @@ def _bare_template(pod: dict) -> dict:
     meta = pod["metadata"]
     job, role = (meta.get("labels") or {}).get(labels.JOB, meta["name"]), role_of(pod)
     ann = {k: v for k, v in (meta.get("annotations") or {}).items()
-           if k not in (labels.PROGRESS, labels.CHECKPOINT)}
+           if k not in (labels.PROGRESS, labels.CHECKPOINT, labels.SERVICE)}
     spec = {k: v for k, v in pod["spec"].items() if k != "nodeName"}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"generateName": f"{job}-{role}-", "labels": dict(meta.get("labels") or {}),
