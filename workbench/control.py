@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, NamedTuple, Sequence, overload
 
 from .backend import Backend, Outcome

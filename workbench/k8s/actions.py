@@ -236,10 +236,8 @@ class Actuator:
         patch = {}
         if (st.target_workers, st.target_ps) != (st.spec.initial_workers, st.spec.num_ps):
             patch = {labels.NUM_WORKERS: str(st.target_workers), labels.NUM_PS: str(st.target_ps)}
-        if job.checkpoint > 0 or st.progress > 0:
-            patch[labels.CHECKPOINT] = repr(float(max(job.checkpoint, st.progress)))
-        if st.attained_service > 0:  # for a scheduler that restarts while they run
-            patch[labels.SERVICE] = repr(float(st.attained_service))
+        # the service too: for a scheduler that restarts while they run
+        patch.update(_kept(job, max(job.checkpoint, st.progress)))
         return patch
 
     @staticmethod
@@ -647,10 +645,11 @@ def _needs_patch(pod: dict, patch: dict[str, str]) -> bool:
     return any(ann.get(k) != v for k, v in patch.items())
 
 
-def _kept(job: TrackedJob) -> dict[str, str]:
-    """The annotations `keep_checkpoint` writes: the checkpoint (iterations) and the attained
-    service (GPU-seconds), those above 0."""
-    values = {labels.CHECKPOINT: job.checkpoint, labels.SERVICE: job.status.attained_service}
+def _kept(job: TrackedJob, checkpoint: float | None = None) -> dict[str, str]:
+    """The annotations `keep_checkpoint` writes: the checkpoint (iterations; `checkpoint`, or
+    the job's) and the attained service (GPU-seconds), those above 0."""
+    values = {labels.CHECKPOINT: job.checkpoint if checkpoint is None else checkpoint,
+              labels.SERVICE: job.status.attained_service}
     return {k: repr(float(v)) for k, v in values.items() if v > 0}
 
 
