@@ -559,6 +559,41 @@ def test_a_scheduler_restarted_while_a_job_waits_resumes_it_from_its_checkpoint(
 
 
 @pytest.mark.integration
+def test_a_scheduler_restarted_while_a_job_runs_credits_the_time_it_has_run(cluster, namespace):
+    """The service kept on a job's pods is as of their binding. A scheduler restarted (or a
+    new leader) while the job trains found it at that figure, 0 for a job never stopped: it
+    had trained for hours and Tiresias ranked it as new. The time since its pods started
+    running (their containers' `startedAt`, whole seconds) is credited when it is found."""
+    gpus = 2
+    with contextlib.closing(_backend(cluster, namespace)) as first:
+        _submit_all(first, [JobSpec("ran", "cifar10", first.now, 1e9, 512, initial_workers=gpus,
+                                    max_workers=gpus, worker_demand=Resources(4, 16, 1))])
+        first.observe()
+        assert all(o.applied for o in first.apply([Place("ran", "start",
+                                                         {"gpu-node-000": gpus})]))
+        _until("running", lambda: first.observe().jobs["ran"].state is JobState.RUNNING,
+               timeout=60)
+        seen_running = time.time()  # Unix: each backend's sped-up clock has its own origin
+        time.sleep(4.0)  # 4 x SPEED emulated seconds of training
+        service = first.observe().jobs["ran"].attained_service
+        assert service > 0
+    with contextlib.closing(_backend(cluster, namespace)) as second:
+        _until("the job found running",
+               lambda: (j := second.observe().jobs.get("ran")) is not None
+               and j.state is JobState.RUNNING, timeout=60)
+        found = second.observe().jobs["ran"]
+        started = second.clock.from_unix(seen_running)
+        ran = second.now - started  # at least: the pods started a little before `first` saw
+        # them, and `startedAt`'s whole second is up to SPEED emulated seconds earlier still
+        assert ran * gpus <= found.attained_service <= (ran + 2 * SPEED) * gpus, \
+            (found.attained_service, ran, service)
+        assert found.attained_service > service
+        assert started - 2 * SPEED <= found.last_start <= started
+        assert found.first_start == found.last_start
+        assert ran <= found.executed_time <= ran + 2 * SPEED
+
+
+@pytest.mark.integration
 def test_a_running_jobs_progress_is_estimated_from_when_its_report_came(cluster, namespace):
     """Progress reports come every few seconds and the backend reads them when it syncs: a
     report is dated when the watch brought it (not when read, up to a round later), and

@@ -20,7 +20,7 @@ from k8s_helpers import need_binaries as _need_binaries
 from k8s_helpers import until as _until
 
 from workbench.k8s import labels
-from workbench.k8s.cache import node_from_k8s, spec_from_pods
+from workbench.k8s.cache import node_from_k8s, running_since, spec_from_pods
 from workbench.k8s.local.cluster import LocalCluster, _proc_start, down, up
 from workbench.k8s.local.emulator import _gang_size, node_manifest
 from workbench.k8s.quantity import parse_quantity
@@ -92,6 +92,19 @@ def test_job_spec_from_pod_annotations():
     assert spec.total_work == 1000 and spec.batch_size == 64
     assert spec.worker_demand.gpu == 1 and spec.worker_demand.mem == 4
     assert _gang_size(pods) == (2, 1)
+
+
+def test_a_gang_runs_since_its_last_container_started():
+    def pod(phase, *started):
+        return {"status": {"phase": phase, "containerStatuses": [
+            {"state": {"running": {"startedAt": t}} if t else {"waiting": {}}} for t in started]}}
+
+    assert running_since([pod("Running", "2026-11-27T10:00:00Z"),
+                          pod("Running", "2026-11-27T10:00:00Z", "2026-11-27T10:00:07Z")]) == \
+        running_since([pod("Running", "2026-11-27T10:00:00Z")]) + 7
+    assert running_since([pod("Running", "2026-11-27T10:00:00Z"), pod("Pending")]) is None
+    assert running_since([pod("Running", "2026-11-27T10:00:00Z", None)]) is None
+    assert running_since([{"status": {"phase": "Running"}}]) is None  # no container status yet
 
 
 # ---- against the real control plane ----------------------------------------------------------

@@ -621,6 +621,24 @@ def attained_service_of(obj: dict) -> float:
     return _float((obj["metadata"].get("annotations") or {}).get(labels.SERVICE), 0.0)
 
 
+def running_since(pods: list[dict]) -> float | None:
+    """When the last of `pods` started running (Unix seconds): the latest `startedAt` of their
+    running containers. None unless every pod is Running with every container running (a gang
+    trains only once all its pods run)."""
+    latest = None
+    for pod in pods:
+        status = pod.get("status") or {}
+        containers = status.get("containerStatuses") or []
+        if status.get("phase") != "Running" or not containers:
+            return None
+        for c in containers:
+            started = parse_time(((c.get("state") or {}).get("running") or {}).get("startedAt"))
+            if started is None:
+                return None
+            latest = started if latest is None else max(latest, started)
+    return latest
+
+
 def _float(text, default):
     try:
         return float(text) if text not in (None, "") else default
@@ -757,5 +775,6 @@ __all__ = [
     "pod_demand",
     "progress_of",
     "role_of",
+    "running_since",
     "spec_from_pods",
 ]

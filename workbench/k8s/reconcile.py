@@ -33,6 +33,7 @@ from .cache import (
     job_name,
     owner_of,
     role_of,
+    running_since,
     spec_from_pods,
 )
 
@@ -71,6 +72,9 @@ class TrackedJob:
     evented_reason: str = ""
     pending_pods: dict[str, list[dict]] = field(default_factory=dict)
     bound_pods: list[dict] = field(default_factory=list)
+    # backend clock: when the pods of a job found already running started (read by the
+    # `_update` right after it was found)
+    found_running_since: float | None = None
 
     @property
     def name(self) -> str:
@@ -392,6 +396,7 @@ class Reconciler:
         job.checkpoint = max(map(checkpoint_of, kept), default=0.0)
         status.progress = min(job.checkpoint, spec.total_work)
         status.attained_service = max(map(attained_service_of, kept), default=0.0)
+        self._credit_running_time(job, group, now)
         for p in group.pods:
             if not owner_of(p):
                 job.templates.setdefault(role_of(p), _bare_template(p))
@@ -401,11 +406,28 @@ class Reconciler:
         book.active[name] = status
         return job
 
+    def _credit_running_time(self, job: TrackedJob, group: PodGroup, now: float) -> None:
+        """A job found with its whole gang running (a restarted scheduler, a new leader) has
+        trained since its pods started, and the service kept on them is as of their binding:
+        add that time, as `_update` adds it between syncs (Tiresias ranks by the service; a
+        job credited nothing looked new, and kept GPUs it had used for hours)."""
+        if not group.live or any(not p["spec"].get("nodeName") for p in group.live):
+            return
+        started = running_since(group.live)
+        if started is None:
+            return
+        since = min(self.clock.from_unix(started), now)
+        st, ran = job.status, now - since
+        st.executed_time += ran
+        st.attained_service += ran * st.spec.worker_demand.gpu * st.target_workers
+        job.found_running_since = since
+
     def _update(self, job: TrackedJob, group: PodGroup, owner_objs: dict, now: float,
                 mono: float) -> None:
         """Follow a tracked job's pods: progress, service, completion, failures, its state."""
         st = job.status
         job.missing_since = None
+        found_running, job.found_running_since = job.found_running_since, None
         if st.state.finished:
             self._reap(job, group, mono)
             return
@@ -449,7 +471,7 @@ class Reconciler:
                 st.state = JobState.RESTARTING
                 st.throughput = 0.0
                 return
-        if self._follow_placement(job, report.throughput, now):
+        if self._follow_placement(job, report.throughput, now, found_running):
             self._record_history(st, now)
 
     def _on_failed_node(self, job: TrackedJob, now: float) -> bool:
@@ -472,8 +494,10 @@ class Reconciler:
             return True
         return False
 
-    def _follow_placement(self, job: TrackedJob, throughput: float, now: float) -> bool:
-        """The job's state from its bound pods; False when a broken gang sent it back."""
+    def _follow_placement(self, job: TrackedJob, throughput: float, now: float,
+                          started: float | None = None) -> bool:
+        """The job's state from its bound pods; False when a broken gang sent it back.
+        `started`: when its pods started, for a job found running (`_credit_running_time`)."""
         st = job.status
         n_w, n_p = st.num_workers, st.num_ps
         if n_w == 0 and n_p == 0:
@@ -487,9 +511,10 @@ class Reconciler:
         elif n_w >= st.target_workers and n_p >= st.target_ps:
             running = all(p.get("status", {}).get("phase") == "Running" for p in job.bound_pods)
             if running and st.state is not JobState.RUNNING:
-                st.last_start = now
+                # a job found running started before this backend saw it
+                st.last_start = now if started is None else started
                 if st.first_start is None:
-                    st.first_start = now
+                    st.first_start = st.last_start
             st.state = JobState.RUNNING if running else JobState.RESTARTING
             st.throughput = throughput if running else 0.0
         elif job.partial:
