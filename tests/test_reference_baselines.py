@@ -107,6 +107,26 @@ def test_tiresias_lower_queue_runs_in_the_order_jobs_entered_it_and_nobody_is_pr
     assert b.jobs["A"].last_start >= 700.0 + 30.0 + 600.0 / 2
 
 
+def test_tiresias_view_between_rounds_shows_the_jobs_its_last_round_started():
+    """A round starts a job and nothing happens for hours (the Philly trace's first 65 h):
+    the engine's view in between counts it running in the first queue and says when it
+    drops. Read from the ranking the engine keeps, it showed no job running until the next
+    round, since a round ranks the jobs it started only at the next one."""
+    b = SimBackend(make_cluster(1, 4), [spec("A", 0.0, 2, work=1e9)])
+    policy = make_policy("tiresias", queue_thresholds=(4 * 3600.0,))
+    controller = Controller(b, policy)
+    controller.run(until=3600.0)
+    assert controller.rounds == 1 and b.jobs["A"].state is JobState.RUNNING
+    view = policy.engine_view(b.observe())
+    assert view["jobs_per_queue"]["queue 0 running"] == 1
+    left = (4 * 3600.0 - b.jobs["A"].attained_service) / 2  # seconds, at 2 GPUs
+    assert view["hours_to_next_queue"] == {"A": pytest.approx(left / 3600.0)}
+    controller.run(until=4 * 3600.0)  # demoted: in the last queue, it drops no further
+    view = policy.engine_view(b.observe())
+    assert view["jobs_per_queue"]["queue 1 running"] == 1
+    assert view["hours_to_next_queue"] == {"(no running job drops a queue)": 0.0}
+
+
 # ---- Optimus: cap, gain, prediction, free reallocation ----------------------------------------
 
 def test_optimus_caps_replicas_at_batch_over_the_smallest_local_batch():

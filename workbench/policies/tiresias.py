@@ -432,7 +432,9 @@ class TiresiasPolicy(Policy):
     def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
         """Tiresias's 2D-LAS now: jobs per priority queue (running and waiting), the running
         jobs next to drop a queue with the hours until they do, and the waiting jobs in the
-        order they would start. From its own ranking, so it costs little at 1,000 nodes."""
+        order they would start. From the cluster now, not from the ranking this engine keeps,
+        which takes in the jobs a round starts only at the next round: after a quiet round
+        it showed no job running (one pass over the jobs holding GPUs)."""
         thresholds = [t / 3600.0 for t in self.queue_thresholds]
         view: dict[str, Any] = {
             **super().engine_view(state),
@@ -443,17 +445,25 @@ class TiresiasPolicy(Policy):
             return view
         counts = {f"queue {q} {kind}": 0 for q in range(len(thresholds) + 1)
                   for kind in ("running", "waiting")}
-        for entry in self._view.placed:  # the ranking of its last round
-            counts[f"queue {entry.queue} running"] += 1
+        crossing: dict[str, float] = {}
+        placed = 0
+        for job in state.iter_placed():
+            placed += 1
+            counts[f"queue {self.queue_of(job)} running"] += 1
+            # at the GPUs it holds; a job still restarting drops a little later than this
+            t = self._crossing(job, job.num_workers, state.now)
+            if t < math.inf:
+                crossing[job.name] = t
         waiting = [(self.queue_of(j), j) for j in state.iter_waiting()]
         waiting.sort(key=lambda qj: (qj[0], self._entered_at.get(qj[1].name, (0, 0.0))[1],
                                      qj[1].spec.arrival, qj[1].name))
         for q, _ in waiting:
             counts[f"queue {q} waiting"] += 1
         jobs = [j for _, j in waiting]
-        soon = heapq.nsmallest(BARS, self._view.crossing.items(), key=lambda kv: kv[1])
+        soon = heapq.nsmallest(BARS, crossing.items(), key=lambda kv: kv[1])
+        none = "(no running job drops a queue)" if placed else "(no job running)"
         return {**view, **queue_facts(jobs), "jobs_per_queue": counts,
                 "hours_to_next_queue": {name: max(t - state.now, 0.0) / 3600.0
-                                        for name, t in soon} or {"(no job running)": 0.0},
+                                        for name, t in soon} or {none: 0.0},
                 "queue": queue_rows(jobs, state.now, queue=self.queue_of,
                                     attained_gpu_h=lambda j: j.attained_service / 3600.0)}
