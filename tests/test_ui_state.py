@@ -243,6 +243,38 @@ def test_engine_view_renders_any_engine_view_and_keeps_price_history(forget_test
     assert lines["name"] == ["cpu", "mem", "gpu"]
 
 
+def test_engine_history_draws_the_jobs_in_the_view_now(forget_test_engine):
+    """A dict of numbers keyed by jobs (growth, hours to the next queue, ...) changes keys as
+    jobs come and go: its chart over time draws the jobs of the latest view, not the first
+    MAX_SERIES ever seen (it stopped at the hour those appeared, and the jobs on the bars
+    now had no line)."""
+    from workbench.policies.base import Policy, register
+    from workbench.ui.views.engines import MAX_SERIES, EngineView
+
+    @register("_ui-test-engine")
+    class Rotating(Policy):
+        """Shows 3 jobs' numbers, a new 3 each round."""
+
+        def schedule(self, state):
+            from workbench.policies import make_policy
+
+            self.n = getattr(self, "n", -1) + 1
+            return make_policy("fifo").schedule(state)
+
+        def engine_view(self):
+            n = getattr(self, "n", 0)
+            return {"growth": {f"job-{3 * n + k}": float(k) for k in range(3)}}
+
+    store = WorkbenchState.from_workload("default", "small", Rotating())
+    view = EngineView(store)
+    for _ in range(MAX_SERIES):
+        store.advance(600)
+        view.sync()
+    latest = list(store.engine["growth"])
+    drawn = view.blocks["growth"].history.source.data["name"]
+    assert len(drawn) == MAX_SERIES and drawn[:3] == latest, (drawn, latest)
+
+
 # ---- serving ------------------------------------------------------------------------------
 
 

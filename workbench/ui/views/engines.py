@@ -229,7 +229,9 @@ class _Block:
             hist = self.state.engine_history.get(self.key, [])
             if hist:
                 t = (np.array([h[0] for h in hist]) - self.state.time_origin) / 3600
-                names = list(dict.fromkeys(k for _, point in hist for k in point))
+                # the keys of the latest point first (they come and go: jobs), then those
+                # seen most recently; the chart draws MAX_SERIES of them
+                names = list(dict.fromkeys(k for _, point in reversed(hist) for k in point))
                 self.history.set(t, {n: np.array([_num(p.get(n)) for _, p in hist]) for n in names})
         elif self.kind == "series":
             y = np.array([_num(v) for v in value])
