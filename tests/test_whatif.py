@@ -149,6 +149,16 @@ def test_a_preview_shows_rejections_and_unfinished_jobs_and_warns_of_an_engine_t
     assert p.harmful
 
 
+def test_a_what_if_that_stops_before_every_job_ends_has_no_makespan(at_1_44h):
+    """A makespan is the time until every job has ended: a what-if over a horizon that leaves
+    jobs unfinished does not know it (it showed the last end so far: 0.00 h when nothing had
+    ended); run to the end, it has one."""
+    short = at_1_44h.what_if(["fifo", "tiresias"], until=at_1_44h.now + 600).table
+    assert (short.unfinished > 0).all() and short.makespan_h.isna().all()
+    whole = at_1_44h.what_if(["fifo"]).table
+    assert (whole.unfinished == 0).all() and (whole.makespan_h > 1.44).all()
+
+
 def test_a_preview_says_when_it_was_computed_for_and_goes_stale(at_1_44h):
     p = at_1_44h.preview_switch("fifo")
     assert p.start == at_1_44h.now and not p.stale(at_1_44h.now)

@@ -44,7 +44,10 @@ def job_metrics(jobs: Iterable[JobStatus]) -> dict[str, Any]:
         "avg_jct_h": stat(jct, np.mean) / 3600,
         "median_jct_h": stat(jct, np.median) / 3600,
         "p95_jct_h": stat(jct, lambda a: np.percentile(a, 95)) / 3600,
-        "makespan_h": (last_finish - first_arrival) / 3600,
+        # the time until every job had ended: not known while some have not (a what-if's
+        # horizon, a run stopped early), where it read as the last end so far (0 with none)
+        "makespan_h": (last_finish - first_arrival) / 3600
+        if len(done) + len(rejected) == len(jobs) else float("nan"),
         "avg_queue_h": stat(queue, np.mean) / 3600,
         "deadline_jobs": len(with_deadline),
         "deadline_hit_rate": hits / len(with_deadline) if with_deadline else float("nan"),
