@@ -548,6 +548,7 @@ def test_a_scheduler_restarted_while_a_job_waits_resumes_it_from_its_checkpoint(
         found = second.observe().jobs["kept"]
         assert found.state is JobState.PENDING and found.progress == pytest.approx(saved)
         assert found.attained_service == pytest.approx(service)  # Tiresias ranks by it
+        assert found.reason.startswith("waiting: found with a checkpoint at"), found.reason
         assert all(o.applied for o in second.apply([Place("kept", "again",
                                                           {"gpu-node-001": 2})]))
         _until("running again",
@@ -590,6 +591,7 @@ def test_a_scheduler_restarted_while_a_job_runs_credits_the_time_it_has_run(clus
         assert found.attained_service > service
         assert started - 2 * SPEED <= found.last_start <= started
         assert found.first_start == found.last_start
+        assert found.reason.startswith("running: found running"), found.reason
         assert ran <= found.executed_time <= ran + 2 * SPEED
 
 

@@ -396,6 +396,9 @@ class Reconciler:
         job.checkpoint = max(map(checkpoint_of, kept), default=0.0)
         status.progress = min(job.checkpoint, spec.total_work)
         status.attained_service = max(map(attained_service_of, kept), default=0.0)
+        if job.checkpoint > 0:  # stopped before (by this scheduler before a restart, or another)
+            status.reason = (f"waiting: found with a checkpoint at {job.checkpoint:,.0f}"
+                             " iterations, not yet scheduled")
         self._credit_running_time(job, group, now)
         for p in group.pods:
             if not owner_of(p):
@@ -420,6 +423,7 @@ class Reconciler:
         st, ran = job.status, now - since
         st.executed_time += ran
         st.attained_service += ran * st.spec.worker_demand.gpu * st.target_workers
+        st.reason = "running: found running, placed before this scheduler started"
         job.found_running_since = since
 
     def _update(self, job: TrackedJob, group: PodGroup, owner_objs: dict, now: float,
