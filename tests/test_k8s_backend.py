@@ -596,6 +596,35 @@ def test_a_scheduler_restarted_while_a_job_runs_credits_the_time_it_has_run(clus
 
 
 @pytest.mark.integration
+def test_a_backend_not_told_a_speed_runs_at_the_emulated_nodes_clock(cluster, namespace):
+    """The emulated nodes say their emulator's clock speed; a scheduler not told one (as
+    `workbench serve --kubernetes` never was) takes it: at real time beside a SPEED-times
+    emulator it credited a job 1/SPEED of the service its training had, and forecast it
+    SPEED times too late. A node that says another speed is set right by the emulator."""
+    from workbench.k8s.backend import K8sBackend, cluster_clock_speed
+
+    nodes = cluster.rest.get("/api/v1/nodes")["items"]
+    assert {n["metadata"]["annotations"][labels.CLOCK_SPEED] for n in nodes} == {f"{SPEED:g}"}
+    with contextlib.closing(K8sBackend(cluster.api_client, namespace=namespace)) as backend:
+        assert backend.clock.speed == SPEED
+    # a node registered by someone else, saying another speed: nodes that disagree give
+    # real time, until the emulator, seeing the node, marks it with its own speed
+    from workbench.k8s.local.emulator import node_manifest
+    from workbench.model import Node
+
+    extra = node_manifest(Node("gpu-node-speed", cpus=8, mem=32, gpus=1), speed=7)
+    extra["spec"]["taints"] = [{"key": "test", "effect": "NoSchedule"}]  # other tests: not here
+    try:
+        cluster.rest.post("/api/v1/nodes", extra)
+        assert cluster_clock_speed(cluster.rest) in (1.0, SPEED)  # 1 until the emulator saw it
+        _until("the emulator marks the node", lambda: cluster_clock_speed(cluster.rest) == SPEED
+               and cluster.rest.get("/api/v1/nodes/gpu-node-speed")["metadata"]["annotations"]
+               [labels.CLOCK_SPEED] == f"{SPEED:g}", timeout=60)
+    finally:
+        cluster.rest.delete("/api/v1/nodes/gpu-node-speed")
+
+
+@pytest.mark.integration
 def test_a_running_jobs_progress_is_estimated_from_when_its_report_came(cluster, namespace):
     """Progress reports come every few seconds and the backend reads them when it syncs: a
     report is dated when the watch brought it (not when read, up to a round later), and

@@ -107,6 +107,26 @@ def test_a_gang_runs_since_its_last_container_started():
     assert running_since([{"status": {"phase": "Running"}}]) is None  # no container status yet
 
 
+def test_cluster_clock_speed_from_a_fake_api_server_s_node_lists():
+    from workbench.k8s.backend import cluster_clock_speed
+
+    class FakeRest:  # a stand-in for the API server's node list
+        def __init__(self, *said):
+            self.said = said
+
+        def get(self, path, **query):
+            assert path == "/api/v1/nodes" and query == {"labelSelector": f"{labels.EMULATED}=true"}
+            return {"items": [{"metadata": {"annotations": {} if v is None else
+                                            {labels.CLOCK_SPEED: v}}} for v in self.said]}
+
+    assert cluster_clock_speed(FakeRest("60", "60")) == 60.0
+    assert cluster_clock_speed(FakeRest("60", None)) == 60.0  # one not marked yet
+    assert cluster_clock_speed(FakeRest()) == 1.0  # no emulated node: real time
+    assert cluster_clock_speed(FakeRest("60", "7")) == 1.0  # they disagree
+    assert cluster_clock_speed(FakeRest("fast")) == 1.0
+    assert cluster_clock_speed(FakeRest("0")) == 1.0
+
+
 # ---- against the real control plane ----------------------------------------------------------
 
 

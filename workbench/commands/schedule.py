@@ -41,8 +41,8 @@ def register(subparsers) -> None:
     p.add_argument("--round-interval", type=float, default=None,
                    help="seconds between periodic rounds (default: the engine's); a round also"
                         " runs as soon as a pod arrives or ends")
-    p.add_argument("--speed", type=float, default=1.0,
-                   help="clock speed-up, to match an emulated cluster's fast clock (default 1)")
+    p.add_argument("--speed", type=float, default=None,
+                   help="clock speed-up (default: the speed the emulated nodes say, else 1)")
     p.add_argument("--threads", type=int, default=16, help="concurrent API writes (default 16)")
     p.add_argument("--no-events", action="store_true", help="post no Events explaining decisions")
     p.add_argument("--until-done", action="store_true",
@@ -84,7 +84,7 @@ def run_schedule(args) -> int:
 
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.speed <= 0:
+    if args.speed is not None and args.speed <= 0:
         raise ConfigError(f"--speed: expected > 0, got {args.speed}")
     if args.threads < 1:
         raise ConfigError(f"--threads: expected >= 1, got {args.threads}")

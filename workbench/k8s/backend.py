@@ -14,8 +14,9 @@ the training annotations of `labels`. The backend is a thin facade over four par
   `snapshot()` (the cluster now as a `sim.snapshot.Snapshot`, for what-ifs and previews).
 
 The clock is the wall clock, optionally sped up (`speed`, to match the node emulator's fast
-clock): `advance(until)` sleeps until that time, or until the watch sees a change a decision
-may depend on (a pod to place, a pod ended, a node changed).
+clock; by default the speed the emulated nodes say, `cluster_clock_speed`, else real time):
+`advance(until)` sleeps until that time, or until the watch sees a change a decision may
+depend on (a pod to place, a pod ended, a node changed).
 """
 
 from __future__ import annotations
@@ -45,16 +46,45 @@ from .restarts import DEFAULT_RESTART_DELAY, RestartMeter, progress_now
 log = logging.getLogger("workbench.k8s.backend")
 
 
+def cluster_clock_speed(rest: Rest) -> float:
+    """How much faster than real time the cluster's clock runs: the speed its emulated nodes'
+    emulator says on them (`labels.CLOCK_SPEED`), or 1 (real nodes, or nodes that disagree).
+    A scheduler on real time beside a 60x emulator credited a job a minute of service for
+    an hour of its training, and forecast it 60 times too late."""
+    try:
+        nodes = rest.get("/api/v1/nodes", labelSelector=f"{labels.EMULATED}=true")["items"]
+    except Exception as e:  # noqa: BLE001 - a clock on real time is the safe default
+        log.warning("could not read the emulated nodes' clock speed (%s); real time",
+                    str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
+        return 1.0
+    said = {(n["metadata"].get("annotations") or {}).get(labels.CLOCK_SPEED) for n in nodes}
+    said.discard(None)
+    try:
+        speeds = {float(v) for v in said}
+    except ValueError:
+        speeds = set()
+    if len(speeds) != 1 or not 0 < (speed := speeds.pop()) < float("inf"):
+        if said:
+            log.warning("emulated nodes say clock speeds %s; the clock runs at real time",
+                        ", ".join(sorted(said)))
+        return 1.0
+    if speed != 1.0:
+        log.info("the emulated nodes' clock runs %gx real time; so does the scheduler's", speed)
+    return speed
+
+
 class K8sBackend:
     """The Backend protocol on a Kubernetes API server (see the module docstring).
 
     `namespace`: where `submit` creates Jobs and which pods are watched (None: every
-    namespace). `speed`: the clock's speed-up. `serve`: never `done()` (a scheduler that runs
+    namespace). `speed`: the clock's speed-up (None: the cluster's, `cluster_clock_speed`).
+    `serve`: never `done()` (a scheduler that runs
     until stopped). `threads`: concurrent API writes.
     """
 
     def __init__(self, api_client=None, *, kubeconfig: str | Path | None = None,
-                 namespace: str | None = "default", speed: float = 1.0, threads: int = 16,
+                 namespace: str | None = "default", speed: float | None = None,
+                 threads: int = 16,
                  events: bool = True, serve: bool = False,
                  scheduler_name: str = labels.SCHEDULER_NAME, image: str | None = None,
                  plan_timeout: float = 30.0, idle_wait: float = 60.0,
@@ -67,7 +97,7 @@ class K8sBackend:
         self.rest = Rest(api_client)
         self.namespace = namespace
         self.submit_namespace = namespace or "default"
-        self.clock = Clock(speed)
+        self.clock = Clock(cluster_clock_speed(self.rest) if speed is None else speed)
         self.serve = serve
         self.scheduler_name = scheduler_name
         self.image = image

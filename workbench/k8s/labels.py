@@ -39,6 +39,7 @@ Emulated nodes:
 | `workbench.io/rack` | label | rack (network locality domain) of the node |
 | `workbench.io/gpu-model` | label | GPU model, e.g. `V100` |
 | `workbench.io/down` | annotation | `true`: the emulator stops the node's heartbeats and reports it NotReady (fault tests) |
+| `workbench.io/clock-speed` | annotation | set by the emulator: its clock's speed-up over real time; a scheduler not told a speed runs its clock at this one |
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ EMULATED = PREFIX + "emulated"
 RACK = PREFIX + "rack"
 GPU_MODEL = PREFIX + "gpu-model"
 NODE_DOWN = PREFIX + "down"
+CLOCK_SPEED = PREFIX + "clock-speed"
 
 # Extended resource name of a GPU
 GPU_RESOURCE = "nvidia.com/gpu"

@@ -47,10 +47,10 @@ def kubeconfig_contexts(path: str) -> tuple[list[str], str]:
 
 
 def connect_backend(kubeconfig: str | None = None, *, context: str | None = None,
-                    namespace: str | None = None, clock_speed: float = 1.0) -> Any:
+                    namespace: str | None = None, clock_speed: float | None = None) -> Any:
     """The backend of `kubeconfig`'s `context` (default: its current one), for pods with
     schedulerName=workbench in `namespace` (None: all); nothing on the cluster is touched.
-    `clock_speed`: the backend clock's speed-up (to match an emulated cluster's fast clock).
+    `clock_speed`: the backend clock's speed-up (None: the one its emulated nodes say, else 1).
     `ConfigError` with one line when the cluster cannot be reached."""
     from ..k8s.backend import K8sBackend, load_api_client
 

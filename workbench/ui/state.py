@@ -128,11 +128,11 @@ class WorkbenchState(RunControls):
     @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None = None, policy: str = "tiresias", *,
                         namespace: str | None = None, context: str | None = None,
-                        clock_speed: float = 1.0, **params) -> WorkbenchState:
+                        clock_speed: float | None = None, **params) -> WorkbenchState:
         """A real Kubernetes cluster (pods with schedulerName=workbench) from `kubeconfig`'s
         `context` (default: its current one), scheduled by `policy` once `play()` is called;
-        nothing is touched before. `clock_speed`: the backend clock's speed-up (to match an
-        emulated cluster's fast clock)."""
+        nothing is touched before. `clock_speed`: the backend clock's speed-up (None: the one
+        its emulated nodes say, else 1)."""
         backend = connect_backend(kubeconfig, context=context, namespace=namespace,
                                   clock_speed=clock_speed)
         where = str(kubeconfig or "kubeconfig") + (f" ({context})" if context else "")

@@ -444,7 +444,7 @@ class LocalCluster:
         rest = self.rest
         for node in self.node_specs:
             try:
-                rest.post("/api/v1/nodes", node_manifest(node))
+                rest.post("/api/v1/nodes", node_manifest(node, speed=self.speed))
             except Exception as e:  # noqa: BLE001 - re-raised with context
                 if getattr(e, "status", None) != 409:
                     raise ClusterError(f"cluster up: could not register node {node.name}: {e}")

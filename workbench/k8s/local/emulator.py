@@ -91,8 +91,9 @@ def node_capacity(node: Node, max_pods: int = 256) -> dict[str, str]:
             "ephemeral-storage": "1Ti"}
 
 
-def node_manifest(node: Node, index: int | None = None) -> dict:
-    """The Node object for an emulated node: capacity, rack and GPU-model labels, Ready."""
+def node_manifest(node: Node, index: int | None = None, speed: float = 1.0) -> dict:
+    """The Node object for an emulated node: capacity, rack and GPU-model labels, Ready, and
+    the emulator's clock `speed`."""
     if index is None:
         digits = "".join(ch for ch in node.name if ch.isdigit())
         index = int(digits[-6:]) if digits else 0
@@ -108,7 +109,8 @@ def node_manifest(node: Node, index: int | None = None) -> dict:
                 "topology.kubernetes.io/zone": node.rack,
                 "nvidia.com/gpu.product": node.gpu_model,
             },
-            "annotations": {"node.alpha.kubernetes.io/ttl": "0"},
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0",
+                            labels.CLOCK_SPEED: f"{speed:g}"},
         },
         "spec": {},
         "status": {
@@ -495,6 +497,9 @@ class NodeEmulator:
         for name, node in nodes.items():
             down = (node["metadata"].get("annotations") or {}).get(NODE_DOWN) == "true"
             was_up = self._node_up.get(name)
+            if was_up is None and (node["metadata"].get("annotations") or {}).get(
+                    labels.CLOCK_SPEED) != f"{self.clock.speed:g}":
+                self._submit((name, "speed"), self._mark_speed, name)  # registered by another
             if was_up is None or was_up == down:  # first sight, or went down/up
                 self._node_up[name] = not down
                 self._status_due[name] = 0.0
@@ -508,6 +513,11 @@ class NodeEmulator:
         for name in [n for n in self._node_up if n not in nodes]:
             for d in (self._node_up, self._status_due, self._lease_due):
                 d.pop(name, None)
+
+    def _mark_speed(self, name: str) -> None:
+        """Say this emulator's clock speed on its node, for schedulers to match it."""
+        said = {labels.CLOCK_SPEED: f"{self.clock.speed:g}"}
+        self.rest.patch(f"/api/v1/nodes/{name}", {"metadata": {"annotations": said}}, MERGE)
 
     def _node_status(self, node: dict, ready: bool) -> None:
         name = node["metadata"]["name"]
