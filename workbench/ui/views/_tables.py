@@ -31,19 +31,19 @@ COLUMN_DEFAULTS = {"headerWordWrap": True, "minWidth": 48}
 # never narrower than `minWidth`; any column not named here gets a share of 1.
 COLUMNS = {
     # wide enough for "namespace/deepspeech2-17" (a cluster watched in every namespace)
-    "job": {"minWidth": 160, "widthGrow": 1.6, "tooltip": True},
+    "job": {"minWidth": 150, "widthGrow": 1.6, "tooltip": True},
     "policy": {"minWidth": 96, "widthGrow": 1.2},
     "completed": {"minWidth": 84}, "rejected": {"minWidth": 72}, "unfinished": {"minWidth": 84},
     "makespan_h": {"minWidth": 82}, "restarts": {"minWidth": 70}, "stalled": {"minWidth": 62},
     "deadline_hit_rate": {"minWidth": 78}, "avg_queue_h": {"minWidth": 66},
     "median_jct_h": {"minWidth": 72},
     "app": {"minWidth": 64}, "state": {"minWidth": 75}, "action": {"minWidth": 70},
-    "progress": {"minWidth": 84}, "band": {"minWidth": 76, "widthGrow": 1.3},
+    "progress": {"minWidth": 84}, "band": {"minWidth": 70, "widthGrow": 1.3},
     "placement": {"minWidth": 94, "widthGrow": 2.2},
     "last_action": {"minWidth": 100, "widthGrow": 1.4}, "workers": {"minWidth": 78},
     "arrival_h": {"minWidth": 64}, "deadline_h": {"minWidth": 76}, "p_meet": {"minWidth": 78},
     "time_h": {"minWidth": 64}, "applied": {"minWidth": 66},
-    "reason": {"minWidth": 130, "widthGrow": 4}, "detail": {"minWidth": 140, "widthGrow": 3},
+    "reason": {"minWidth": 100, "widthGrow": 4}, "detail": {"minWidth": 140, "widthGrow": 3},
     "note": {"minWidth": 120, "widthGrow": 2.5},
 }
 
