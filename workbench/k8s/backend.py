@@ -78,14 +78,13 @@ class K8sBackend:
 
     `namespace`: where `submit` creates Jobs and which pods are watched (None: every
     namespace). `speed`: the clock's speed-up (None: the cluster's, `cluster_clock_speed`).
-    `serve`: never `done()` (a scheduler that runs
-    until stopped). `threads`: concurrent API writes.
+    `serve`: never `done()` (a scheduler that runs until stopped). `threads`: concurrent API
+    writes.
     """
 
     def __init__(self, api_client=None, *, kubeconfig: str | Path | None = None,
                  namespace: str | None = "default", speed: float | None = None,
-                 threads: int = 16,
-                 events: bool = True, serve: bool = False,
+                 threads: int = 16, events: bool = True, serve: bool = False,
                  scheduler_name: str = labels.SCHEDULER_NAME, image: str | None = None,
                  plan_timeout: float = 30.0, idle_wait: float = 60.0,
                  history_interval: float = 300.0, debounce: float = 0.05,

@@ -72,9 +72,6 @@ class TrackedJob:
     evented_reason: str = ""
     pending_pods: dict[str, list[dict]] = field(default_factory=dict)
     bound_pods: list[dict] = field(default_factory=list)
-    # backend clock: when the pods of a job found already running started (read by the
-    # `_update` right after it was found)
-    found_running_since: float | None = None
 
     @property
     def name(self) -> str:
@@ -424,14 +421,14 @@ class Reconciler:
         st.executed_time += ran
         st.attained_service += ran * st.spec.worker_demand.gpu * st.target_workers
         st.reason = "running: found running, placed before this scheduler started"
-        job.found_running_since = since
+        # running since then: `_follow_placement` keeps the start of a job already running
+        st.state, st.first_start, st.last_start = JobState.RUNNING, since, since
 
     def _update(self, job: TrackedJob, group: PodGroup, owner_objs: dict, now: float,
                 mono: float) -> None:
         """Follow a tracked job's pods: progress, service, completion, failures, its state."""
         st = job.status
         job.missing_since = None
-        found_running, job.found_running_since = job.found_running_since, None
         if st.state.finished:
             self._reap(job, group, mono)
             return
@@ -475,7 +472,7 @@ class Reconciler:
                 st.state = JobState.RESTARTING
                 st.throughput = 0.0
                 return
-        if self._follow_placement(job, report.throughput, now, found_running):
+        if self._follow_placement(job, report.throughput, now):
             self._record_history(st, now)
 
     def _on_failed_node(self, job: TrackedJob, now: float) -> bool:
@@ -498,10 +495,8 @@ class Reconciler:
             return True
         return False
 
-    def _follow_placement(self, job: TrackedJob, throughput: float, now: float,
-                          started: float | None = None) -> bool:
-        """The job's state from its bound pods; False when a broken gang sent it back.
-        `started`: when its pods started, for a job found running (`_credit_running_time`)."""
+    def _follow_placement(self, job: TrackedJob, throughput: float, now: float) -> bool:
+        """The job's state from its bound pods; False when a broken gang sent it back."""
         st = job.status
         n_w, n_p = st.num_workers, st.num_ps
         if n_w == 0 and n_p == 0:
@@ -515,10 +510,9 @@ class Reconciler:
         elif n_w >= st.target_workers and n_p >= st.target_ps:
             running = all(p.get("status", {}).get("phase") == "Running" for p in job.bound_pods)
             if running and st.state is not JobState.RUNNING:
-                # a job found running started before this backend saw it
-                st.last_start = now if started is None else started
+                st.last_start = now
                 if st.first_start is None:
-                    st.first_start = st.last_start
+                    st.first_start = now
             st.state = JobState.RUNNING if running else JobState.RESTARTING
             st.throughput = throughput if running else 0.0
         elif job.partial:

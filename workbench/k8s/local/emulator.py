@@ -495,10 +495,10 @@ class NodeEmulator:
     def _heartbeat(self, nodes: dict[str, dict]) -> None:
         mono = time.monotonic()
         for name, node in nodes.items():
-            down = (node["metadata"].get("annotations") or {}).get(NODE_DOWN) == "true"
+            annotations = node["metadata"].get("annotations") or {}
+            down = annotations.get(NODE_DOWN) == "true"
             was_up = self._node_up.get(name)
-            if was_up is None and (node["metadata"].get("annotations") or {}).get(
-                    labels.CLOCK_SPEED) != f"{self.clock.speed:g}":
+            if was_up is None and annotations.get(labels.CLOCK_SPEED) != f"{self.clock.speed:g}":
                 self._submit((name, "speed"), self._mark_speed, name)  # registered by another
             if was_up is None or was_up == down:  # first sight, or went down/up
                 self._node_up[name] = not down
