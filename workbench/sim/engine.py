@@ -24,7 +24,7 @@ import copy
 import gc
 import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -89,13 +89,6 @@ class Usage:
     cpu_capacity: float = 0.0
 
 
-@dataclass
-class _Held:
-    """Resources a job holds: per node, the tasks and the GPU indices (with fractions)."""
-
-    gpus: list[tuple[int, int, float]] = field(default_factory=list)  # (node, gpu, amount)
-
-
 class SimBackend:
     def __init__(self, nodes: Sequence[Node], jobs: Sequence[JobSpec], perf=None, *,
                  restart_delay: float = 30.0, checkpoint_interval: float = 600.0,
@@ -137,8 +130,9 @@ class SimBackend:
         self.finished: list[JobStatus] = []  # in the order they completed or were rejected
         self._queue = WaitingQueue()
         self._running: dict[str, JobStatus] = {}  # state RUNNING: progress advancing
+        self._running_use: dict[str, tuple[float, float]] = {}  # their GPUs and CPUs, as added
         self._placed: dict[str, JobStatus] = {}  # holding resources: holding, restarting, running
-        self._held: dict[str, _Held] = {}
+        self._held: dict[str, list[tuple[int, int, float]]] = {}  # job -> its GPUs (node, gpu, amount)
         self._checkpoint: dict[str, float] = {}
         self._version: dict[str, int] = {}
         self._completions: list[tuple[float, int, str, int]] = []
@@ -244,7 +238,7 @@ class SimBackend:
 
     def gpu_holders(self) -> dict[str, list[tuple[int, int, float]]]:
         """Per job, the GPUs it holds as (node index, GPU index, amount)."""
-        return {name: h.gpus for name, h in self._held.items() if h.gpus}
+        return {name: gpus for name, gpus in self._held.items() if gpus}
 
     def snapshot(self, engine: str = "") -> Snapshot:
         """The present as a `Snapshot` (as a live cluster's is taken; `fork` copies it exactly)."""
@@ -393,14 +387,14 @@ class SimBackend:
 
     def _set_running(self, job: JobStatus) -> None:
         self._running[job.name] = job
-        gpu, cpu = _gpus_cpus(job)
+        gpu, cpu = self._running_use[job.name] = _gpus_cpus(job)
         self._effective[0] += gpu
         self._effective[1] += cpu
 
     def _stop_running(self, job: JobStatus) -> None:
         if self._running.pop(job.name, None) is not None:
             job.stop_accruing()
-            gpu, cpu = _gpus_cpus(job)  # its tasks have not changed since `_set_running`
+            gpu, cpu = self._running_use.pop(job.name)  # taken away exactly as added
             self._effective[0] -= gpu
             self._effective[1] -= cpu
 
@@ -414,7 +408,10 @@ class SimBackend:
                            (self._now + remaining / job.throughput, self._seq, name, v))
 
     def _complete(self, job: JobStatus) -> None:
-        self._sync(job)
+        if self.history_interval is None:
+            job.catch_up()  # `_sync` without the checkpoint: a finished job never resumes
+        else:
+            self._sync(job)
         job.progress = job.spec.total_work
         self._release(job)
         job.state = _COMPLETED
@@ -629,8 +626,9 @@ class SimBackend:
             raise
         held = self._held.get(job.name)
         if held is None:
-            held = self._held[job.name] = _Held()
-        held.gpus += taken
+            self._held[job.name] = taken
+        else:
+            held += taken
         allocated = self.allocated
         for i, (cpu, mem, gpu) in need.items():  # element by element: a row from a list costs more
             allocated[i, CPU] += cpu
@@ -638,8 +636,10 @@ class SimBackend:
             allocated[i, GPU] += gpu
         self._totals = None
         self._placed[job.name] = job
-        job.workers = merge_placements(job.workers, workers)
-        job.ps = merge_placements(job.ps, ps)
+        # merge_placements, with the usual case (nothing held before) a filtered copy
+        job.workers = merge_placements(job.workers, workers) if job.workers else \
+            {n: c for n, c in workers.items() if c}
+        job.ps = merge_placements(job.ps, ps) if job.ps else {n: c for n, c in ps.items() if c}
 
     def _take_gpus(self, i: int, g: float, count: int, job: str) -> list[tuple[int, int, float]]:
         """GPUs for `count` tasks of `g` GPUs each on node `i`: whole GPUs first free first,
@@ -674,29 +674,38 @@ class SimBackend:
         self._stop_running(job)
         spec = job.spec
         allocated, index = self.allocated, self.node_index
-        rows: dict[int, list[float]] = {}  # the rows touched, in plain floats: the same IEEE steps
-        for placement, demand in ((job.workers, spec.worker_demand), (job.ps, spec.ps_demand)):
-            if placement:
-                d = (float(demand.cpu), float(demand.mem), float(demand.gpu))  # `as_array()`
+        # the rows touched, in plain floats (the same IEEE steps), then
+        # `np.maximum(allocated, 0.0, out=allocated)` on them: the other rows are never negative
+        if not job.ps:  # the usual case: each node once
+            demand = spec.worker_demand
+            d = (float(demand.cpu), float(demand.mem), float(demand.gpu))  # `as_array()`
+            for name, count in job.workers.items():
+                i = index[name]
+                allocated[i] = [max(u - x, 0.0) for u, x in zip(allocated[i].tolist(), d)] \
+                    if count == 1 else \
+                    [max(u - x * count, 0.0) for u, x in zip(allocated[i].tolist(), d)]
+        else:
+            rows: dict[int, list[float]] = {}
+            for placement, demand in ((job.workers, spec.worker_demand), (job.ps, spec.ps_demand)):
+                d = (float(demand.cpu), float(demand.mem), float(demand.gpu))
                 for name, count in placement.items():
                     i = index[name]
                     row = rows.get(i) or allocated[i].tolist()
                     rows[i] = [u - x for u, x in zip(row, d)] if count == 1 else \
                         [u - x * count for u, x in zip(row, d)]
-        # `np.maximum(allocated, 0.0, out=allocated)`: the other rows are never negative
-        for i, row in rows.items():
-            allocated[i] = [max(u, 0.0) for u in row]
+            for i, row in rows.items():
+                allocated[i] = [max(u, 0.0) for u in row]
         self._totals = None
         held = self._held.pop(job.name, None)
         if held is not None:
             gpu_free = self.gpu_free
-            for i, g, amount in held.gpus:  # in Python floats: the same sum, no numpy scalars
+            for i, g, amount in held:  # in Python floats: the same sum, no numpy scalars
                 free = gpu_free.item(i, g) + amount
                 gpu_free[i, g] = min(free, 1.0)
         job.workers, job.ps = {}, {}
         self._placed.pop(job.name, None)
         job.throughput = 0.0
-        self._bump(job)
+        self._version[job.name] += 1  # `_bump`: a placed job has a version
         if self.contention:
             self._refresh_contention(freed_nodes)
 
