@@ -188,7 +188,8 @@ class Ledger:
         d = demand.as_array()
         for name, count in placement.items():
             i = self.index[name]
-            self.free[i] -= d if count == 1 else d * count  # d * 1 is d: one numpy call fewer
+            row = self.free[i]  # (in place on the row: `free[i] -= d` also stores it back)
+            row -= d if count == 1 else d * count  # d * 1 is d: one numpy call fewer
             self._take_gpus(i, demand.gpu, count)
             if self.view is not None:
                 self.placer.mirror(self.view, i, self.free[i], self.gpu_free[i], demand, count)
@@ -201,7 +202,8 @@ class Ledger:
         d = demand.as_array()
         for name, count in placement.items():
             i = self.index[name]
-            self.free[i] += d if count == 1 else d * count
+            row = self.free[i]
+            row += d if count == 1 else d * count
             self._return_gpus(i, demand.gpu, count)
             if self.view is not None:
                 self.placer.mirror(self.view, i, self.free[i], self.gpu_free[i], demand, -count)

@@ -678,12 +678,18 @@ class SimBackend:
         # `np.maximum(allocated, 0.0, out=allocated)` on them: the other rows are never negative
         if not job.ps:  # the usual case: each node once
             demand = spec.worker_demand
-            d = (float(demand.cpu), float(demand.mem), float(demand.gpu))  # `as_array()`
+            d_cpu, d_mem, d_gpu = float(demand.cpu), float(demand.mem), float(demand.gpu)
             for name, count in job.workers.items():
                 i = index[name]
-                allocated[i] = [max(u - x, 0.0) for u, x in zip(allocated[i].tolist(), d)] \
-                    if count == 1 else \
-                    [max(u - x * count, 0.0) for u, x in zip(allocated[i].tolist(), d)]
+                u_cpu, u_mem, u_gpu = allocated[i].tolist()
+                if count == 1:
+                    u_cpu, u_mem, u_gpu = u_cpu - d_cpu, u_mem - d_mem, u_gpu - d_gpu
+                else:
+                    u_cpu, u_mem, u_gpu = u_cpu - d_cpu * count, u_mem - d_mem * count, \
+                        u_gpu - d_gpu * count
+                # max(u, 0.0) for a number (keeps -0.0 as max does), without the calls
+                allocated[i] = (u_cpu if u_cpu >= 0.0 else 0.0, u_mem if u_mem >= 0.0 else 0.0,
+                                u_gpu if u_gpu >= 0.0 else 0.0)
         else:
             rows: dict[int, list[float]] = {}
             for placement, demand in ((job.workers, spec.worker_demand), (job.ps, spec.ps_demand)):
