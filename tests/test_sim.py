@@ -319,3 +319,22 @@ def test_a_replay_carries_on_the_live_runs_rounds_and_owes_one_for_an_arrival_si
     replay.carry_on(live.last_round)
     replay.run(until=300.0)
     assert rounds == [150.0, 210.0, 270.0]
+
+
+def test_a_job_submitted_during_a_run_arrives_in_time_order_with_the_trace():
+    # the next arrival's time is kept apart from the spec list: a submission must move it
+    b = SimBackend(make_cluster(2, 4), [job("first", arrival=0.0),
+                                        job("late", arrival=500.0)])
+    b.advance(100)
+    assert b.next_decision_time() == 500.0
+    b.submit(job("early", arrival=200.0))
+    assert b.next_decision_time() == 200.0
+    b.advance(300)
+    assert set(b.jobs) == {"first", "early"}
+    b.advance(600)
+    assert set(b.jobs) == {"first", "early", "late"}
+    assert b.next_decision_time() is None and b.next_event_time() is None
+    b.submit(job("after-the-trace", arrival=50.0))  # in the past: arrives now
+    assert b.next_event_time() == 600.0
+    b.advance(600)
+    assert "after-the-trace" in b.jobs and b.pending_arrivals() == 0

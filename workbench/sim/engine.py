@@ -125,6 +125,7 @@ class SimBackend:
                 raise ValueError(f"duplicate job name {s.name!r}")
             seen.add(s.name)
         self._next_arrival = 0
+        self._arrival_at = self._specs[0].arrival if self._specs else math.inf  # the next one's
         self.jobs: dict[str, JobStatus] = {}  # every arrived job, finished ones included
         self.active: dict[str, JobStatus] = {}  # arrived and not finished
         self.finished: list[JobStatus] = []  # in the order they completed or were rejected
@@ -164,6 +165,7 @@ class SimBackend:
         pending.append(spec)
         pending.sort(key=lambda s: (s.arrival, s.name))
         self._specs[self._next_arrival:] = pending
+        self._arrival_at = pending[0].arrival
 
     def inject_fault(self, fault: Fault) -> None:
         if fault.node not in self.node_index:
@@ -185,21 +187,33 @@ class SimBackend:
         )
 
     def next_event_time(self) -> float | None:
-        t = self.next_decision_time()  # the earliest of arrivals, completions and faults
-        top = _live_top(self._restarts, self._version)
-        if top is not None and (t is None or top[0] < t):
-            return top[0]
-        return t
+        """The earliest of arrivals, completions, faults and restart ends; None if none."""
+        t = self._next_decision_at()
+        heap = self._restarts
+        if heap:
+            top = heap[0]  # `_live_top`, its usual case inline: the top entry is live
+            if self._version.get(top[2]) != top[3]:
+                top = _live_top(heap, self._version)
+            if top is not None and top[0] < t:
+                t = top[0]
+        return None if t == math.inf else t
 
     def next_decision_time(self) -> float | None:
         """Like next_event_time, without restart ends: those change no free resources."""
-        specs, t = self._specs, None
-        if self._next_arrival < len(specs):
-            t = specs[self._next_arrival].arrival
-        top = _live_top(self._completions, self._version)
-        if top is not None and (t is None or top[0] < t):
-            t = top[0]
-        if self._faults and (t is None or self._faults[0][0] < t):
+        t = self._next_decision_at()
+        return None if t == math.inf else t
+
+    def _next_decision_at(self) -> float:
+        """`next_decision_time`, inf for none."""
+        t = self._arrival_at  # inf: none left
+        heap = self._completions
+        if heap:
+            top = heap[0]
+            if self._version.get(top[2]) != top[3]:
+                top = _live_top(heap, self._version)
+            if top is not None and top[0] < t:
+                t = top[0]
+        if self._faults and self._faults[0][0] < t:
             t = self._faults[0][0]
         return t
 
@@ -343,15 +357,20 @@ class SimBackend:
         heapq.heappush(heap, (t, self._seq, *rest))
 
     def _process_events_at(self, t: float) -> None:
-        while self._next_arrival < len(self._specs) and self._specs[self._next_arrival].arrival <= t:
-            spec = self._specs[self._next_arrival]
-            self._next_arrival += 1
-            job = LiveJobStatus(self, spec=spec, target_workers=spec.initial_workers, target_ps=spec.num_ps,
-                            reason="waiting: arrived, not yet scheduled")
-            self.jobs[spec.name] = job
-            self.active[spec.name] = job
-            self._queue.add(job)
-            self._version[spec.name] = 0
+        if self._arrival_at <= t:
+            specs = self._specs
+            while self._next_arrival < len(specs) and specs[self._next_arrival].arrival <= t:
+                spec = specs[self._next_arrival]
+                self._next_arrival += 1
+                job = LiveJobStatus(self, spec=spec, target_workers=spec.initial_workers,
+                                    target_ps=spec.num_ps,
+                                    reason="waiting: arrived, not yet scheduled")
+                self.jobs[spec.name] = job
+                self.active[spec.name] = job
+                self._queue.add(job)
+                self._version[spec.name] = 0
+            k = self._next_arrival
+            self._arrival_at = specs[k].arrival if k < len(specs) else math.inf
         while self._faults and self._faults[0][0] <= t:
             _, _, kind, node = heapq.heappop(self._faults)
             self._fail(node) if kind == "fail" else self._recover(node)
