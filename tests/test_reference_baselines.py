@@ -127,6 +127,22 @@ def test_tiresias_view_between_rounds_shows_the_jobs_its_last_round_started():
     assert view["hours_to_next_queue"] == {"(no running job drops a queue)": 0.0}
 
 
+def test_tiresias_tells_a_job_that_arrives_and_cannot_start_why_it_waits():
+    """A arrives first and takes three of four GPUs; B (2 GPUs) arrives later and waits. The
+    simulator's 'arrived, not yet scheduled' was all B said until it started; the reason
+    names its queue, its GPUs and who comes first, is given once (not every round), and a job
+    that starts is not told it waits."""
+    jobs = [spec("A", 0.0, 3, work=1e9), spec("B", 30.0, 2, work=1e9), spec("C", 30.0, 1)]
+    b = SimBackend(make_cluster(1, 4), jobs)
+    controller = Controller(b, make_policy("tiresias"))
+    controller.run(until=3600.0)
+    assert b.jobs["B"].state is JobState.PENDING
+    assert b.jobs["B"].reason == "waiting: queue 0, needs 2 GPUs; earlier arrivals come first"
+    waits = [d for d in controller.recorder.decisions if d.action == "Wait"]
+    assert [(d.job, d.applied) for d in waits] == [("B", True)]  # once, and not for C
+    assert b.jobs["C"].first_start is not None
+
+
 # ---- Optimus: cap, gain, prediction, free reallocation ----------------------------------------
 
 def test_optimus_caps_replicas_at_batch_over_the_smallest_local_batch():

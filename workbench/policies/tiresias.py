@@ -29,7 +29,7 @@ import math
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from ..model import Action, ClusterState, JobState, JobStatus, Place, Suspend
+from ..model import Action, ClusterState, JobState, JobStatus, Place, Suspend, Wait
 from .base import Policy, register
 from .common import (
     MOST_FREE,
@@ -427,7 +427,29 @@ class TiresiasPolicy(Policy):
             v.started.append(job)
             actions.append(Place(job.name, f"started: queue {self.queue_of(job)}, least attained"
                                  " service first", workers, ps))
+        if v.arrivals.checked:
+            actions += self._arrival_reasons(rejected, starting)
         return actions
+
+    def _arrival_reasons(self, rejected: set[str], starting: list[JobStatus]) -> list[Action]:
+        """Why each job that arrived since the last round and does not start now waits (it
+        would keep the backend's 'arrived, not yet scheduled'). The reason stays true until it
+        starts, so later rounds need not repeat it; a job that has run is told why by its
+        preemption (or by the backend, after a node failure)."""
+        tried = {j.name for j in starting}
+        waits: list[Action] = []
+        for job in self._view.arrivals.checked:
+            if job.first_start is not None or job.state not in _WAITING or \
+                    job.name in rejected or job.name in tried:
+                continue
+            q = self.queue_of(job)
+            gpus = job.spec.worker_demand.gpu * job.spec.initial_workers
+            ahead = "earlier arrivals" if q == 0 else \
+                f"higher queues and jobs that entered queue {q} before it"
+            text = f"waiting: queue {q}, needs {gpus:g} GPU{'' if gpus == 1 else 's'}; {ahead} come first"
+            if job.reason != text:
+                waits.append(Wait(job.name, text))
+        return waits
 
     def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
         """Tiresias's 2D-LAS now: jobs per priority queue (running and waiting), the running
