@@ -33,9 +33,9 @@ def _column(p: Page, table: str, field: str) -> list[str]:
 
 def _cut_titles(p: Page, table: str) -> list[str]:
     """Header titles with a word wider than their column (titles wrap between words, so only
-    a word too long is cut)."""
+    a word too long is cut); a column hidden for want of room is not cut."""
     return p.page.locator(f".{table} .tabulator-col-title").evaluate_all("""els => els
-        .filter(e => e.innerText.trim())
+        .filter(e => e.innerText.trim() && e.closest('.tabulator-col').offsetWidth > 0)
         .filter(e => {
             const probe = document.createElement('span');
             probe.style.cssText = 'position:absolute;white-space:nowrap;visibility:hidden';
@@ -106,6 +106,41 @@ def test_jobs_rows_stay_put_and_the_selection_follows_its_job(browser, server, s
         assert not _overflows(p, "jobs-table")
         p.page.screenshot(path=str(screenshots / "ui-tables-jobs.png"), full_page=True)
         print("the selected row moved while selected:", seen_moves)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def _visible_fields(p: Page, table: str) -> list[str]:
+    return p.page.locator(f".{table} .tabulator-col").evaluate_all(
+        "els => els.filter(e => e.offsetParent !== null && e.offsetWidth > 0)"
+        ".map(e => e.getAttribute('tabulator-field')).filter(f => f)")
+
+
+def test_on_a_laptop_screen_the_jobs_table_keeps_the_reason_in_view(browser, server):
+    """At 1,366 and 1,280 px the jobs table was wider than its tab: the reason, the column
+    that says why a job is where it is, was off the right edge. The least needed columns
+    give way, in their order (PS, arrival, band, last decision), and only as many as needed."""
+    p = Page(browser, server)
+    try:
+        p.tab("Jobs")
+        p.wait_for(lambda: p.click("Step") or len(_column(p, "jobs-table", "job")) >= 3,
+                   what="jobs listed")
+        seen = {}
+        for width in (1500, 1366, 1280):
+            p.page.set_viewport_size({"width": width, "height": 1000})
+            p.wait_for(lambda: not _overflows(p, "jobs-table"), timeout=10,
+                       what=f"the jobs table fitting at {width} px")
+            seen[width] = _visible_fields(p, "jobs-table")
+            assert {"job", "state", "progress", "finish_h", "p_meet", "reason"} <= \
+                set(seen[width]), (width, seen[width])
+            assert _cut_titles(p, "jobs-table") == []
+        hidden = {w: [f for f in seen[1500] if f not in fields] for w, fields in seen.items()}
+        order = ["ps", "arrival_h", "band", "last_action"]
+        assert hidden[1500] == [] and hidden[1366] and hidden[1280]
+        for w in (1366, 1280):  # a prefix of the order
+            assert sorted(hidden[w], key=order.index) == order[:len(hidden[w])], hidden
+        assert len(hidden[1280]) >= len(hidden[1366])
         assert p.errors == []
     finally:
         p.close()

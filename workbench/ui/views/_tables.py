@@ -14,7 +14,7 @@ first shown empty (float) would print "4.0" forever: the formatters here are exp
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -50,17 +50,26 @@ COLUMNS = {
 def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[str] = (),
           shares: Iterable[str] = (), wrap: Iterable[str] = (),
           formatters: Mapping[str, Any] | None = None, name: str | None = None,
-          **params: Any) -> pn.widgets.Tabulator:
+          hide_first: Sequence[str] = (), **params: Any) -> pn.widgets.Tabulator:
     """A read-only table with the console's formats: `counts` as integers, `hours` with two
-    decimals, `shares` as percents, `wrap` text wrapped in its cell. `params` go to
-    Tabulator (titles, widths, pagination, ...)."""
+    decimals, `shares` as percents, `wrap` text wrapped in its cell. `hide_first`: columns
+    hidden, in that order, while the table is wider than its place (a laptop's screen); the
+    others never are (the table scrolls sideways if hiding those is not enough). `params` go
+    to Tabulator (titles, widths, pagination, ...)."""
     fmt: dict[str, Any] = {c: COUNT for c in counts} | {c: HOURS for c in hours}
     fmt |= {c: SHARE for c in shares} | {c: WRAP for c in wrap} | dict(formatters or {})
-    columns = [{"field": field, **spec} for field, spec in COLUMNS.items()]
+    specs = {field: dict(spec) for field, spec in COLUMNS.items()}
+    config: dict[str, Any] = {"columnDefaults": COLUMN_DEFAULTS}
+    if hide_first:
+        config["responsiveLayout"] = "hide"
+        for field in value.columns:  # Tabulator hides the highest `responsive` first; 0 never
+            specs.setdefault(field, {})["responsive"] = 0
+        for rank, field in enumerate(hide_first):
+            specs.setdefault(field, {})["responsive"] = len(hide_first) - rank
+    config["columns"] = [{"field": field, **spec} for field, spec in specs.items()]
     options: dict[str, Any] = {"show_index": False, "disabled": True,
                                "sizing_mode": "stretch_width", "layout": "fit_columns",
-                               "configuration": {"columnDefaults": COLUMN_DEFAULTS,
-                                                 "columns": columns}}
+                               "configuration": config}
     if name:
         options["css_classes"] = [name]  # a handle for tests and style sheets
     return pn.widgets.Tabulator(value, formatters=fmt, **(options | params))
