@@ -215,6 +215,27 @@ def test_an_unanswered_bind_is_resolved_by_reading_the_pod_back(where, ok, unkno
         binder.close()
 
 
+class _FakeRestRefusingPatches(_FakeRest):
+    def patch(self, path, body, content_type=None):
+        raise ConnectionRefusedError("fake: refused")
+
+
+def test_a_write_nobody_waits_for_that_fails_is_logged_with_a_fake_rest(caplog):
+    """`keep_checkpoint`'s annotations go out on the pool and nobody waits for them: a patch
+    that failed (the API server away) was dropped without a word."""
+    binder = Binder(_FakeRestRefusingPatches("n0"), threads=1, events=False, fast=False)
+    try:
+        with caplog.at_level(logging.WARNING, logger="workbench.k8s.binder"):
+            path = "/apis/batch/v1/namespaces/ns/jobs/j"
+            binder.run(binder.patch, path, {"metadata": {"annotations": {"a": "1"}}}).result()
+            binder.pool.shutdown(wait=True)  # the callback has run
+        assert binder.stats["writes_failed"] == 1
+        assert any(path in r.getMessage() and "refused" in r.getMessage()
+                   for r in caplog.records), caplog.records
+    finally:
+        binder.close()
+
+
 # ---- 3. the end of a job, and an apiserver SIGKILLed while DRAGON binds -----------------------
 
 

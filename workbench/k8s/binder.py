@@ -301,8 +301,21 @@ class Binder:
             return _short(e)
 
     def run(self, fn, *args):
-        """Run `fn(*args)` on the pool (a write nobody waits for)."""
-        return self.pool.submit(fn, *args)
+        """Run `fn(*args)` on the pool (a write nobody waits for). A failure it returns (the
+        error's text, as `patch` does) or raises is logged and counted (`writes_failed`):
+        a checkpoint annotation that did not land was silent."""
+        future = self.pool.submit(fn, *args)
+        future.add_done_callback(lambda done: self._unwatched_write_done(fn, args, done))
+        return future
+
+    def _unwatched_write_done(self, fn, args: tuple, done) -> None:
+        try:
+            error = done.result()
+        except Exception as e:  # noqa: BLE001
+            error = _short(e)
+        if isinstance(error, str) and error:
+            self._count("writes_failed")
+            log.warning("%s %s: %s", fn.__name__, args[0] if args else "", error)
 
     # -- events --
     def event(self, pod: dict, reason: str, message: str, warning: bool = False) -> None:
