@@ -522,7 +522,8 @@ def test_a_scheduler_restarted_while_a_job_waits_resumes_it_from_its_checkpoint(
     and the pods it bound next resumed from 0 (the job redid its work), and ranked it as a
     job that had received no service. Both are kept on the Job (on bare pods, on the pods the
     scheduler re-creates): a second backend finds the job at its progress and service, and
-    the pods it binds carry the checkpoint, as read from the API server."""
+    the pods it binds carry the checkpoint, as read from the API server. So is the count of
+    restarts: a restarted scheduler counted the job's from 0, and its next start as none."""
     from workbench.model import Suspend
 
     with contextlib.closing(_backend(cluster, namespace)) as first:
@@ -535,22 +536,30 @@ def test_a_scheduler_restarted_while_a_job_waits_resumes_it_from_its_checkpoint(
                 cluster.rest.post(f"/api/v1/namespaces/{namespace}/pods", pod)
             _until("the pods found", lambda: "kept" in first.observe().jobs, timeout=60)
         first.observe()
-        assert all(o.applied for o in first.apply([Place("kept", "start",
-                                                         {"gpu-node-000": 2})]))
-        _until("a progress report", lambda: first.observe().jobs["kept"].progress > 0,
-               timeout=60)
-        assert all(o.applied for o in first.apply([Suspend("kept", "preempted")]))
-        stopped = first.observe().jobs["kept"]
-        saved, service = stopped.progress, stopped.attained_service
-        assert saved > 0 and service > 0
+        saved = 0.0
+        for node in ("gpu-node-000", "gpu-node-002"):  # run and stop, twice
+            _until(f"placed on {node}",  # (the second time, once its pods are re-created)
+                   lambda: first.observe() is not None and
+                   all(o.applied for o in first.apply([Place("kept", "start", {node: 2})])),
+                   timeout=60)
+            _until("a progress report",
+                   lambda: first.observe().jobs["kept"].state is JobState.RUNNING
+                   and first.observe().jobs["kept"].progress > saved, timeout=60)
+            assert all(o.applied for o in first.apply([Suspend("kept", "preempted")]))
+            stopped = first.observe().jobs["kept"]
+            saved, service = stopped.progress, stopped.attained_service
+            assert saved > 0 and service > 0
+        assert stopped.restarts == 1  # resumed once
     with contextlib.closing(_backend(cluster, namespace)) as second:
         _until("the job found again", lambda: "kept" in second.observe().jobs, timeout=60)
         found = second.observe().jobs["kept"]
         assert found.state is JobState.PENDING and found.progress == pytest.approx(saved)
         assert found.attained_service == pytest.approx(service)  # Tiresias ranks by it
+        assert found.restarts == 1  # kept too: it read 0
         assert found.reason.startswith("waiting: found with a checkpoint at"), found.reason
         assert all(o.applied for o in second.apply([Place("kept", "again",
                                                           {"gpu-node-001": 2})]))
+        assert second.observe().jobs["kept"].restarts == 2  # a resumption, though new here
         _until("running again",
                lambda: second.observe().jobs["kept"].state is JobState.RUNNING, timeout=60)
         pods = cluster.rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]

@@ -194,7 +194,7 @@ class Actuator:
         st.target_workers, st.target_ps = total(a.workers), total(a.ps)
         st.reason = a.reason
         st.admitted = True
-        if st.first_start is not None:
+        if _has_run(st):
             st.restarts += 1  # resumed after a preemption or failure
         detail = describe_placement(a.workers, a.ps)
         counts = {W: total(a.workers), PS: total(a.ps)}
@@ -602,7 +602,7 @@ class Actuator:
         st.workers, st.ps = {}, {}
         st.state = JobState.PENDING
         st.reason = why
-        if st.first_start is not None and isinstance(g.action, Place) and g.detail:
+        if _has_run(st) and isinstance(g.action, Place) and g.detail:
             st.restarts = max(st.restarts - 1, 0)
 
     def _keep_bound(self, job: TrackedJob, bound: list) -> None:
@@ -647,10 +647,19 @@ def _needs_patch(pod: dict, patch: dict[str, str]) -> bool:
 
 def _kept(job: TrackedJob, checkpoint: float | None = None) -> dict[str, str]:
     """The annotations `keep_checkpoint` writes: the checkpoint (iterations; `checkpoint`, or
-    the job's) and the attained service (GPU-seconds), those above 0."""
+    the job's), the attained service (GPU-seconds) and the restarts so far, those above 0."""
     values = {labels.CHECKPOINT: job.checkpoint if checkpoint is None else checkpoint,
               labels.SERVICE: job.status.attained_service}
-    return {k: repr(float(v)) for k, v in values.items() if v > 0}
+    kept = {k: repr(float(v)) for k, v in values.items() if v > 0}
+    if job.status.restarts > 0:
+        kept[labels.RESTARTS] = str(job.status.restarts)
+    return kept
+
+
+def _has_run(st) -> bool:
+    """Whether the job has trained before, so that placing it is a restart: it has started
+    here, or it was found with service a scheduler kept for it (before a restart)."""
+    return st.first_start is not None or st.attained_service > 0
 
 
 __all__ = ["Actuator", "Gang", "Refused"]

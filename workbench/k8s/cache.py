@@ -621,6 +621,15 @@ def attained_service_of(obj: dict) -> float:
     return _float((obj["metadata"].get("annotations") or {}).get(labels.SERVICE), 0.0)
 
 
+def restarts_of(obj: dict) -> int:
+    """How many times the scheduler had restarted a job when it last stopped it (its
+    `restarts` annotation, kept with the checkpoint), or 0."""
+    try:
+        return max(int((obj["metadata"].get("annotations") or {}).get(labels.RESTARTS, 0)), 0)
+    except (TypeError, ValueError):
+        return 0
+
+
 def running_since(pods: list[dict]) -> float | None:
     """When the last of `pods` started running (Unix seconds): the latest `startedAt` of their
     running containers. None unless every pod is Running with every container running (a gang
@@ -774,6 +783,7 @@ __all__ = [
     "owner_of",
     "pod_demand",
     "progress_of",
+    "restarts_of",
     "role_of",
     "running_since",
     "spec_from_pods",

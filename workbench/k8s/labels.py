@@ -17,6 +17,7 @@ backend when it re-creates a pod, or a test):
 | `workbench.io/num-ps` | annotation | parameter servers it needs; default: as many as run |
 | `workbench.io/checkpoint` | annotation | iterations already done when this pod was (re)created; on a Job (or Kubeflow job) the scheduler preempted or re-sized, the checkpoint its re-created pods resume from, for a scheduler that restarts before they run |
 | `workbench.io/attained-service` | annotation | set with the checkpoint: the GPU-seconds the job had received (Tiresias ranks by it) |
+| `workbench.io/restarts` | annotation | set with the checkpoint: how many times the scheduler had restarted the job (resumed it after a preemption, re-sized or moved it) |
 | `workbench.io/deadline` | annotation | absolute deadline, Unix seconds |
 | `workbench.io/min-workers`, `workbench.io/max-workers` | annotation | the worker range a policy may scale in |
 | `workbench.io/arrival` | annotation | when the job arrived, on the scheduler's clock (default: pod creation) |
@@ -60,6 +61,7 @@ NUM_WORKERS = PREFIX + "num-workers"
 NUM_PS = PREFIX + "num-ps"
 CHECKPOINT = PREFIX + "checkpoint"
 SERVICE = PREFIX + "attained-service"
+RESTARTS = PREFIX + "restarts"
 DEADLINE = PREFIX + "deadline"
 MIN_WORKERS = PREFIX + "min-workers"
 MAX_WORKERS = PREFIX + "max-workers"

@@ -32,6 +32,7 @@ from .cache import (
     group_pods,
     job_name,
     owner_of,
+    restarts_of,
     role_of,
     running_since,
     spec_from_pods,
@@ -393,6 +394,7 @@ class Reconciler:
         job.checkpoint = max(map(checkpoint_of, kept), default=0.0)
         status.progress = min(job.checkpoint, spec.total_work)
         status.attained_service = max(map(attained_service_of, kept), default=0.0)
+        status.restarts = max(map(restarts_of, kept), default=0)
         if job.checkpoint > 0:  # stopped before (by this scheduler before a restart, or another)
             status.reason = (f"waiting: found with a checkpoint at {job.checkpoint:,.0f}"
                              " iterations, not yet scheduled")
