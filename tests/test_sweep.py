@@ -137,6 +137,20 @@ def test_a_bad_sweep_file_is_one_line_exit_2_and_no_output(text, key, tmp_path, 
     assert sorted(os.listdir(tmp_path)) == ["sweep.yaml"]
 
 
+@pytest.mark.parametrize("name, text", [
+    ("g.toml", 'engines = ["fifo", "drf"]\nseeds = [0, 1]\n'),
+    ("g.yaml", "engines: [fifo, drf]\nseeds: [0, 1]\n"),
+])
+def test_a_sweep_file_with_a_byte_order_mark_reads_as_without(tmp_path, name, text):
+    from workbench.sweeps.grid import read_grid_file
+
+    plain, marked = tmp_path / name, tmp_path / f"bom-{name}"
+    plain.write_text(text, encoding="utf-8")
+    marked.write_text(text, encoding="utf-8-sig")
+    assert read_grid_file(str(marked)) == read_grid_file(str(plain)) == \
+        {"engines": ["fifo", "drf"], "seeds": [0, 1]}
+
+
 def test_cli_sweep_from_a_toml_file_writes_table_csv_and_report(tmp_path, capsys):
     spec = tmp_path / "sweep.toml"
     spec.write_text('engines = ["fifo", "tiresias"]\nworkloads = ["synthetic:n=16"]\n'

@@ -115,6 +115,22 @@ def test_philly_keeps_duplicates_and_ties(tmp_path, perf):
     assert jobs[0].deadline == pytest.approx(2 * 7200)
 
 
+@pytest.mark.parametrize("text", [
+    "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,a\n"
+    "2017-10-09 08:00:00,7200,8,57600,b\n",
+    "# a comment\nname,time,application,num_replicas,batch_size\ncifar10-0,107,cifar10,2,2048\n",
+])
+def test_a_trace_saved_with_a_byte_order_mark_reads_as_without(tmp_path, text):
+    """Excel's "CSV UTF-8" starts the file with a byte-order mark: a Philly trace saved so
+    was refused ("column 'arrival': missing from the header")."""
+    plain = tmp_path / "plain.csv"
+    plain.write_text(text, encoding="utf-8")
+    marked = tmp_path / "marked.csv"
+    marked.write_text(text, encoding="utf-8-sig")
+    assert marked.read_bytes().startswith(b"\xef\xbb\xbf")
+    assert load_trace(str(marked)) == load_trace(str(plain))
+
+
 # ---- Pollux and the default workload --------------------------------------------------------
 
 

@@ -106,12 +106,12 @@ def read_grid_file(path: str) -> dict[str, Any]:
         if path.endswith(".toml"):
             import tomllib
 
-            with open(path, "rb") as f:
-                data = tomllib.load(f)
+            with open(path, encoding="utf-8-sig") as f:  # (a byte-order mark, as Notepad wrote)
+                data = tomllib.loads(f.read())
         elif path.endswith((".yaml", ".yml")):
             import yaml
 
-            with open(path, encoding="utf-8") as f:
+            with open(path, encoding="utf-8-sig") as f:
                 data = yaml.safe_load(f)
         else:
             raise InputError("expected a .yaml, .yml or .toml sweep file", file=path)

@@ -83,7 +83,7 @@ def _rows(path: str | os.PathLike, required: tuple[str, ...], optional: tuple[st
     """Header and the data rows with their physical line numbers."""
     path = str(path)
     try:
-        with open(path, encoding="utf-8", newline="") as f:
+        with open(path, encoding="utf-8-sig", newline="") as f:
             rows, lines, header = _read_csv(f, path, required)
     except FileNotFoundError:
         raise InputError("no such file", file=path) from None

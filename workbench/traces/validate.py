@@ -94,7 +94,7 @@ def leading_comment_lines(path: str) -> tuple[int, str | None]:
     opener = gzip.open if str(path).endswith(".gz") else open
     count = 0
     try:
-        with opener(path, "rt", encoding="utf-8", newline="") as f:
+        with opener(path, "rt", encoding="utf-8-sig", newline="") as f:
             for line in f:
                 if line.startswith("#"):
                     count += 1
