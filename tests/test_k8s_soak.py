@@ -7,6 +7,8 @@ auditor, and the module's `no_overcommit` fixture). A few minutes on 2 cores.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from k8s_helpers import auditor, no_overcommit  # noqa: F401 - fixtures: no test over-commits
 from k8s_helpers import need_binaries as _need_binaries
@@ -29,8 +31,10 @@ def cluster():
 
 
 @pytest.mark.integration
-def test_a_soak_with_every_fault_loses_duplicates_strands_and_overcommits_nothing(cluster):
-    result = soak(CONFIG, cluster, say=print)["runs"][0]
+def test_a_soak_with_every_fault_loses_duplicates_strands_and_overcommits_nothing(cluster,
+                                                                                  tmp_path):
+    logs = tmp_path / "logs"  # kept (`--logs`): the cluster's own directory goes with it
+    result = soak(dataclasses.replace(CONFIG, logs=str(logs)), cluster, say=print)["runs"][0]
     summary = {k: result[k] for k in ("complete", "lost", "duplicated", "pods_bound_twice",
                                       "stuck", "max_overcommit_gpus", "binds_per_s", "faults",
                                       "scheduler_restarts", "seconds", "lost_jobs",
@@ -45,6 +49,10 @@ def test_a_soak_with_every_fault_loses_duplicates_strands_and_overcommits_nothin
     assert not result["audit"], summary
     assert all(f["recovered_s"] is not None for f in result["faults"]), summary
     assert result["retry_log_lines"] == 0, "urllib3 retry lines in the schedulers' logs"
+    # each fault says when it happened, on the clock the logs print, to find it there
+    assert all(f["at_s"] >= 0 and f["at_clock"].count(":") == 2 for f in result["faults"])
+    assert sorted(p.name for p in logs.glob("*.log")) == \
+        ["schedule-tiresias-0.log", "schedule-tiresias-1.log"]
 
 
 def test_a_stuck_job_is_reported_with_the_latest_line_the_schedulers_logged_about_it():

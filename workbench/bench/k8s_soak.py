@@ -60,6 +60,9 @@ def register(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=None,
                    help="real seconds to wait for the last job (default: submission time + 600)")
     p.add_argument("--bin-dir", help="directory with etcd and kube-* binaries")
+    p.add_argument("--logs", metavar="DIR",
+                   help="keep the schedulers' logs in DIR (default: the cluster's, removed"
+                        " with it)")
     p.set_defaults(func=run)
 
 
@@ -81,6 +84,7 @@ class SoakConfig:
     down_seconds: float = 2.0  # the apiserver stays dead this long before it is started again
     linger: float = 45.0  # real s a completed job's pods may take to end before 'stuck'
     bin_dir: str | None = None
+    logs: str | None = None  # where the schedulers' logs go (default: inside the cluster's)
 
     @property
     def submit_seconds(self) -> float:
@@ -354,7 +358,8 @@ def _soak_one(cfg: SoakConfig, cluster, engine: str, say) -> dict:
     rest.post("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                      "metadata": {"name": namespace}})
     specs = soak_jobs(cfg)
-    directory = Path(cluster.directory) / "logs"
+    directory = Path(cfg.logs) if cfg.logs else Path(cluster.directory) / "logs"
+    directory.mkdir(parents=True, exist_ok=True)
     timeout = cfg.timeout or cfg.submit_seconds + 600
     with Auditor(cluster.kubeconfig) as audit:
         audit.begin()
@@ -524,7 +529,8 @@ def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
         "max_overcommit_gpus": audit.worst[2], "max_overcommit_cpus": audit.worst[0],
         "max_overcommit_mem_gib": round(audit.worst[1] / 2**30, 2),
         "binds": len(binds), "binds_per_s": round(len(binds) / seconds, 1) if seconds else None,
-        "faults": [{"what": f.what, "recovered_s": f.recovered_s} for f in faults],
+        "faults": [{"what": f.what, "recovered_s": f.recovered_s,
+                    "at_s": round(f.at - started, 1), "at_clock": _clock_time(f.at)} for f in faults],
         "max_recovery_s": max((f.recovered_s or 0.0 for f in faults), default=None),
         "scheduler_restarts": restarts, "seconds": round(seconds, 1),
         "retry_log_lines": sum(1 for line in lines if "Retrying (Retry(" in line),
@@ -557,13 +563,19 @@ def _line(r: dict) -> str:
             f" {r['stand_ins']} Job(s) given pods by the scheduler")
 
 
+def _clock_time(mono: float) -> str:
+    """A monotonic instant as the local wall-clock time the schedulers' logs print."""
+    wall = time.time() - (time.monotonic() - mono)
+    return time.strftime("%H:%M:%S", time.localtime(wall)) + f".{int(wall % 1 * 1000):03d}"
+
+
 def run(args) -> int:
     cfg = SoakConfig(jobs=args.jobs, engine=args.engine, nodes=args.nodes,
                      gpus_per_node=args.gpus_per_node, speed=args.speed, work=args.work,
                      rate=args.rate, kill_apiserver_every=args.kill_apiserver_every,
                      kills=args.kills, delete_node=args.delete_node,
                      second_replica=args.second_replica, seed=args.seed, timeout=args.timeout,
-                     bin_dir=args.bin_dir)
+                     bin_dir=args.bin_dir, logs=args.logs)
     # progress (and each engine's line as it ends) on stderr with --json: a long soak of
     # several engines otherwise says nothing until the last one ends
     say = (lambda m: print(m, file=sys.stderr if args.json else sys.stdout, flush=True))
@@ -572,8 +584,8 @@ def run(args) -> int:
                                "stuck", "stand_ins",
                                "max_overcommit_gpus", "binds_per_s", "max_recovery_s",
                                "scheduler_restarts", "seconds")} for r in result["runs"]]
-    faults = [f"{f['what']}: recovered in {f['recovered_s']} s" for r in result["runs"]
-              for f in r["faults"]]
+    faults = [f"{f['what']} at +{f['at_s']} s ({f['at_clock']}, as the logs print it): recovered"
+              f" in {f['recovered_s']} s" for r in result["runs"] for f in r["faults"]]
     output.emit(result, as_json=args.json, tables={
         f"soak: {cfg.jobs} jobs on {cfg.nodes} emulated {cfg.gpus_per_node}-GPU nodes": rows},
         notes=faults + [f"{r['engine']}: {p}" for r in result["runs"] for p in r["audit"]] +
