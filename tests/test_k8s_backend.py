@@ -539,11 +539,11 @@ def test_a_scheduler_restarted_while_a_job_waits_resumes_it_from_its_checkpoint(
         saved = 0.0
         for node in ("gpu-node-000", "gpu-node-002"):  # run and stop, twice
             _until(f"placed on {node}",  # (the second time, once its pods are re-created)
-                   lambda: first.observe() is not None and
+                   lambda node=node: first.observe() is not None and
                    all(o.applied for o in first.apply([Place("kept", "start", {node: 2})])),
                    timeout=60)
             _until("a progress report",
-                   lambda: first.observe().jobs["kept"].state is JobState.RUNNING
+                   lambda saved=saved: first.observe().jobs["kept"].state is JobState.RUNNING
                    and first.observe().jobs["kept"].progress > saved, timeout=60)
             assert all(o.applied for o in first.apply([Suspend("kept", "preempted")]))
             stopped = first.observe().jobs["kept"]

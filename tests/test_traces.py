@@ -116,8 +116,8 @@ def test_philly_keeps_duplicates_and_ties(tmp_path, perf):
 
 
 @pytest.mark.parametrize("text", [
-    "timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,a\n"
-    "2017-10-09 08:00:00,7200,8,57600,b\n",
+    ("timestamp,duration,num_gpus,gpu_time,cluster\n2017-10-09 07:01:55,66.0,1,66.0,a\n"
+     "2017-10-09 08:00:00,7200,8,57600,b\n"),
     "# a comment\nname,time,application,num_replicas,batch_size\ncifar10-0,107,cifar10,2,2048\n",
 ])
 def test_a_trace_saved_with_a_byte_order_mark_reads_as_without(tmp_path, text):

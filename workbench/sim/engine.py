@@ -707,8 +707,9 @@ class SimBackend:
                     u_cpu, u_mem, u_gpu = u_cpu - d_cpu * count, u_mem - d_mem * count, \
                         u_gpu - d_gpu * count
                 # max(u, 0.0) for a number (keeps -0.0 as max does), without the calls
-                allocated[i] = (u_cpu if u_cpu >= 0.0 else 0.0, u_mem if u_mem >= 0.0 else 0.0,
-                                u_gpu if u_gpu >= 0.0 else 0.0)
+                allocated[i] = (u_cpu if u_cpu >= 0.0 else 0.0,  # noqa: FURB136
+                                u_mem if u_mem >= 0.0 else 0.0,  # noqa: FURB136
+                                u_gpu if u_gpu >= 0.0 else 0.0)  # noqa: FURB136
         else:
             rows: dict[int, list[float]] = {}
             for placement, demand in ((job.workers, spec.worker_demand), (job.ps, spec.ps_demand)):
