@@ -133,7 +133,7 @@ class SimBackend:
         self._running: dict[str, JobStatus] = {}  # state RUNNING: progress advancing
         self._running_use: dict[str, tuple[float, float]] = {}  # their GPUs and CPUs, as added
         self._placed: dict[str, JobStatus] = {}  # holding resources: holding, restarting, running
-        self._held: dict[str, list[tuple[int, int, float]]] = {}  # job -> its GPUs (node, gpu, amount)
+        self._held: dict[str, list[tuple[int, int, float]]] = {}  # job -> (node, gpu, amount)
         self._checkpoint: dict[str, float] = {}
         self._version: dict[str, int] = {}
         self._completions: list[tuple[float, int, str, int]] = []
@@ -427,10 +427,8 @@ class SimBackend:
                            (self._now + remaining / job.throughput, self._seq, name, v))
 
     def _complete(self, job: JobStatus) -> None:
-        if self.history_interval is None:
-            job.catch_up()  # `_sync` without the checkpoint: a finished job never resumes
-        else:
-            self._sync(job)
+        job.catch_up()  # `_sync` without the checkpoint: a finished job never resumes
+        self._record_history(job)
         job.progress = job.spec.total_work
         self._release(job)
         job.state = _COMPLETED
