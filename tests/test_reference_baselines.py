@@ -20,7 +20,7 @@ from workbench.bench.reference import (
 from workbench.clusters import make_cluster
 from workbench.control import Controller
 from workbench.errors import ConfigError, InputError
-from workbench.model import JobSpec, JobState, Place, Scale, Suspend
+from workbench.model import JobSpec, JobState, JobStatus, Place, Scale, Suspend
 from workbench.perf import PerfModel, artifact_perf, default_perf
 from workbench.perf.artifact import artifact_batch
 from workbench.perf.goodput import artifact_iterations
@@ -141,6 +141,18 @@ def test_tiresias_tells_a_job_that_arrives_and_cannot_start_why_it_waits():
     waits = [d for d in controller.recorder.decisions if d.action == "Wait"]
     assert [(d.job, d.applied) for d in waits] == [("B", True)]  # once, and not for C
     assert b.jobs["C"].first_start is not None
+
+
+def test_tiresias_keeps_the_reason_of_a_job_found_with_service_it_has_had():
+    """A job a restarted scheduler finds with a checkpoint and service (on a live cluster) has
+    run before, though not under this scheduler: its 'found with a checkpoint' stays, as a
+    preempted job's reason does, rather than being replaced by an arrival's."""
+    b = backend_with(1, {"A": {"node-00": 4}}, [spec("B", 0.0, 2, work=1e9)])
+    found = "waiting: found with a checkpoint at 500 iterations, not yet scheduled"
+    b.restore_job(JobStatus(spec=b.jobs["B"].spec, attained_service=3600.0, reason=found))
+    assert b.jobs["B"].first_start is None
+    actions = make_policy("tiresias").schedule(b.observe())
+    assert [a for a in actions if a.job == "B"] == [] and b.jobs["B"].reason == found
 
 
 # ---- Optimus: cap, gain, prediction, free reallocation ----------------------------------------

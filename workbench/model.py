@@ -155,6 +155,12 @@ class JobStatus:
         self.name = self.spec.name  # a plain attribute: read millions of times per trace
 
     @property
+    def has_run(self) -> bool:
+        """Whether it has trained before, so that placing it is a restart: it has started here,
+        or it was found with service kept for it (a scheduler that restarted, on a cluster)."""
+        return self.first_start is not None or self.attained_service > 0
+
+    @property
     def num_workers(self) -> int:
         return sum(self.workers.values())
 

@@ -194,7 +194,7 @@ class Actuator:
         st.target_workers, st.target_ps = total(a.workers), total(a.ps)
         st.reason = a.reason
         st.admitted = True
-        if _has_run(st):
+        if st.has_run:
             st.restarts += 1  # resumed after a preemption or failure
         detail = describe_placement(a.workers, a.ps)
         counts = {W: total(a.workers), PS: total(a.ps)}
@@ -602,7 +602,7 @@ class Actuator:
         st.workers, st.ps = {}, {}
         st.state = JobState.PENDING
         st.reason = why
-        if _has_run(st) and isinstance(g.action, Place) and g.detail:
+        if st.has_run and isinstance(g.action, Place) and g.detail:
             st.restarts = max(st.restarts - 1, 0)
 
     def _keep_bound(self, job: TrackedJob, bound: list) -> None:
@@ -654,12 +654,6 @@ def _kept(job: TrackedJob, checkpoint: float | None = None) -> dict[str, str]:
     if job.status.restarts > 0:
         kept[labels.RESTARTS] = str(job.status.restarts)
     return kept
-
-
-def _has_run(st) -> bool:
-    """Whether the job has trained before, so that placing it is a restart: it has started
-    here, or it was found with service a scheduler kept for it (before a restart)."""
-    return st.first_start is not None or st.attained_service > 0
 
 
 __all__ = ["Actuator", "Gang", "Refused"]

@@ -434,19 +434,20 @@ class TiresiasPolicy(Policy):
     def _arrival_reasons(self, rejected: set[str], starting: list[JobStatus]) -> list[Action]:
         """Why each job that arrived since the last round and does not start now waits (it
         would keep the backend's 'arrived, not yet scheduled'). The reason stays true until it
-        starts, so later rounds need not repeat it; a job that has run is told why by its
-        preemption (or by the backend, after a node failure)."""
+        starts, so later rounds need not repeat it; a job that has run keeps its reason (its
+        preemption's, the backend's after a node failure, or 'found with a checkpoint')."""
         tried = {j.name for j in starting}
         waits: list[Action] = []
         for job in self._view.arrivals.checked:
-            if job.first_start is not None or job.state not in _WAITING or \
-                    job.name in rejected or job.name in tried:
+            if job.has_run or job.state not in _WAITING or job.name in rejected or \
+                    job.name in tried:
                 continue
             q = self.queue_of(job)
             gpus = job.spec.worker_demand.gpu * job.spec.initial_workers
             ahead = "earlier arrivals" if q == 0 else \
                 f"higher queues and jobs that entered queue {q} before it"
-            text = f"waiting: queue {q}, needs {gpus:g} GPU{'' if gpus == 1 else 's'}; {ahead} come first"
+            plural = "" if gpus == 1 else "s"
+            text = f"waiting: queue {q}, needs {gpus:g} GPU{plural}; {ahead} come first"
             if job.reason != text:
                 waits.append(Wait(job.name, text))
         return waits
