@@ -63,3 +63,18 @@ def test_a_stuck_job_is_reported_with_the_latest_line_the_schedulers_logged_abou
     replica_1 = ["2026-11-25 03:07:00,000 INFO a: s-0001: RestartTimeout (late)"]
     said = _last_said(replica_0 + replica_1, ["s-0001", "s-0002", "s-0003"])
     assert said == {"s-0001": replica_1[0], "s-0002": replica_0[1]}
+
+
+def test_a_logs_directory_that_cannot_be_made_is_one_line_before_any_cluster(tmp_path):
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    proc = subprocess.run([sys.executable, "-m", "workbench", "bench", "k8s-soak", "--jobs", "2",
+                           "--logs", str(blocker / "logs")], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines() == [
+        f"workbench: error: --logs {blocker / 'logs'}: cannot make the directory (Not a directory)"]
+    assert "cluster up" not in proc.stdout

@@ -331,6 +331,12 @@ def soak(cfg: SoakConfig, cluster=None, say: Callable[[str], None] = lambda m: N
         check_engine(e)
     if cfg.jobs < 1 or cfg.rate <= 0 or cfg.nodes < 2 or cfg.gpus_per_node < 1:
         raise ConfigError("need --jobs >= 1, --rate > 0, --nodes >= 2, --gpus-per-node >= 1")
+    if cfg.logs:  # before a cluster is started for nothing
+        try:
+            Path(cfg.logs).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"--logs {cfg.logs}: cannot make the directory"
+                              f" ({e.strerror or e})") from None
     runs = []
     with contextlib.ExitStack() as stack:
         if cluster is None:
@@ -359,7 +365,6 @@ def _soak_one(cfg: SoakConfig, cluster, engine: str, say) -> dict:
                                      "metadata": {"name": namespace}})
     specs = soak_jobs(cfg)
     directory = Path(cfg.logs) if cfg.logs else Path(cluster.directory) / "logs"
-    directory.mkdir(parents=True, exist_ok=True)
     timeout = cfg.timeout or cfg.submit_seconds + 600
     with Auditor(cluster.kubeconfig) as audit:
         audit.begin()
