@@ -276,6 +276,38 @@ def test_the_pods_left_of_a_completed_gang_are_deleted(cluster, namespace):
 
 
 @pytest.mark.integration
+def test_a_pod_that_appears_after_its_job_completed_is_deleted(cluster, namespace):
+    """Every pod of a job ended, the job is complete; then a pod of it appears (made again by
+    its Job's controller before that saw the end, or a stand-in for a Job that looked silent).
+    Nobody binds a completed job's pods: it waited pending forever, and the apiserver-kill
+    test once found pods left 60 s after every job completed."""
+    rest = cluster.rest
+    rest.post(f"/api/v1/namespaces/{namespace}/pods",
+              _plain_pod(namespace, "late", 0, {labels.DURATION: "1"}))
+    with _backend(cluster, namespace) as backend:
+        backend.reconciler.linger_timeout = 1.0
+        until("the job", lambda: "late" in backend.observe().jobs)
+        assert backend.apply([Place("late", "gang", {N1: 1})])[0].applied
+        until("the job complete", lambda: (backend.observe(), backend.jobs["late"].state
+                                           is JobState.COMPLETED)[1], timeout=30)
+
+        def phases():
+            return {p["metadata"]["name"]: p["status"].get("phase")
+                    for p in rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]}
+        until("its pod ended", lambda: (backend.observe(), phases() == {"late-0": "Succeeded"})[1],
+              timeout=30)
+        rest.post(f"/api/v1/namespaces/{namespace}/pods", _plain_pod(namespace, "late", 1, {}))
+        until("the late pod seen", lambda: (backend.observe(), "late-1" in phases())[1],
+              timeout=10, every=0.05)
+        until("the late pod deleted", lambda: (backend.observe(), "late-1" not in phases())[1],
+              timeout=30)
+        assert backend.jobs["late"].state is JobState.COMPLETED
+        backend.binder.events.flush()
+        assert [e["involvedObject"]["name"] for e in _events(rest, namespace, "GangEnded")] \
+            == ["late-1"]
+
+
+@pytest.mark.integration
 def test_a_job_whose_pods_were_deleted_as_they_succeeded_is_complete(cluster, namespace):
     """A restart's delete that races the pods' own success (an API server outage widens the
     window) leaves no pod, and a Job that is Complete and creates none again: the job is

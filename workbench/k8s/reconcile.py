@@ -107,7 +107,8 @@ class JobBook:
     # batch/v1 Jobs we schedule that owe pods and have none: (namespace, name) ->
     # (monotonic time since when, monotonic time the backend last made their pods)
     silent: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
-    # completed jobs with pods still live: key -> monotonic time of completion
+    # completed jobs with pods still live: key -> monotonic time of completion, or of the
+    # first live pod seen after all had ended
     lingering: dict[tuple[str, str], float] = field(default_factory=dict)
     seen_nodes: set[str] = field(default_factory=set)  # every node name the view has shown
     view: NodeView | None = None
@@ -531,9 +532,14 @@ class Reconciler:
     def _reap(self, job: TrackedJob, group: PodGroup, mono: float) -> None:
         """A completed job's pods still live `linger_timeout` s after the first succeeded are
         deleted: a gang missing members never ends by itself (issue #14, item 3: two of four
-        pods ran on at throughput 0 for 800 s after the job was reported complete)."""
+        pods ran on at throughput 0 for 800 s after the job was reported complete). A pod
+        that appears after they have all ended (made again by a Job whose controller had
+        not yet seen the end, or a stand-in) starts the clock when it is seen; a rejected
+        job's pods are left pending on purpose, marked with why."""
         since = self.book.lingering.get(job.key)
         if since is None:
+            if group.live and job.status.state is JobState.COMPLETED:
+                self.book.lingering[job.key] = mono
             return
         if not group.live:
             del self.book.lingering[job.key]
