@@ -146,6 +146,29 @@ def test_on_a_laptop_screen_the_jobs_table_keeps_the_reason_in_view(browser, ser
         p.close()
 
 
+def test_a_progress_bar_is_one_line_high_in_a_tall_row(browser, server):
+    """Tabulator's progress bar filled its cell: in a row grown by wrapped text (a placement
+    over three nodes, a long reason) it was a block as tall as the row."""
+    p = Page(browser, server)
+    try:
+        p.page.set_viewport_size({"width": 1366, "height": 1000})
+        p.tab("Jobs")
+        cells = ".jobs-table .tabulator-cell[tabulator-field=progress]"
+
+        def sizes():  # (cell height, bar height) of each progress cell with a bar
+            return p.page.locator(cells).evaluate_all(
+                "els => els.filter(e => e.firstElementChild)"
+                ".map(e => [e.offsetHeight, e.firstElementChild.offsetHeight])")
+        p.wait_for(lambda: p.click("Step") or any(cell >= 40 for cell, _ in sizes()),
+                   what="a row taller than a line")
+        line = p.page.locator(".jobs-table .tabulator-cell[tabulator-field=job]").first \
+            .evaluate("e => parseFloat(getComputedStyle(e).lineHeight) || 17")
+        assert all(0 < bar <= 1.5 * line for _, bar in sizes()), (line, sizes())
+        assert p.errors == []
+    finally:
+        p.close()
+
+
 def test_csv_downloads_of_jobs_and_decisions(browser, server, tmp_path):
     p = Page(browser, server)
     try:

@@ -49,6 +49,14 @@ def stable_order(jobs: pd.DataFrame) -> np.ndarray:
     return np.lexsort((jobs["job"].to_numpy(), np.nan_to_num(key, nan=np.inf), finished))
 
 
+# Tabulator's progress bar fills its cell's height: in a row grown by wrapped text it was a
+# block as tall as the row. One text line high, level with the first line of the other cells.
+PROGRESS_BAR_CSS = """
+.tabulator-cell[tabulator-field="progress"] > div { height: 1.4em !important; }
+.tabulator-cell[tabulator-field="progress"] > div > div:last-child { line-height: 1.4em; }
+"""
+
+
 class JobsView(View):
     def __init__(self, state: WorkbenchState, page_size: int = 15) -> None:
         super().__init__(state)
@@ -61,6 +69,7 @@ class JobsView(View):
             hide_first=("ps", "arrival_h", "band", "last_action"),
             formatters={"progress": {"type": "progress", "max": 100, "legend": True,
                                      "legendAlign": "center", "color": "#9ecae1"}},
+            stylesheets=[PROGRESS_BAR_CSS],
         )
         self.search = pn.widgets.TextInput(placeholder="filter by job name…", width=220)
         self.state_filter = pn.widgets.MultiChoice(
