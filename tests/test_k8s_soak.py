@@ -48,11 +48,22 @@ def test_a_soak_with_every_fault_loses_duplicates_strands_and_overcommits_nothin
     assert result["pods_bound_twice"] == 0 and result["max_overcommit_gpus"] == 0, summary
     assert not result["audit"], summary
     assert all(f["recovered_s"] is not None for f in result["faults"]), summary
+    # jobs arrive throughout: after each fault some pod is made, and the soak says when
+    assert all(f["new_pod_s"] is not None for f in result["faults"]), summary
     assert result["retry_log_lines"] == 0, "urllib3 retry lines in the schedulers' logs"
     # each fault says when it happened, on the clock the logs print, to find it there
     assert all(f["at_s"] >= 0 and f["at_clock"].count(":") == 2 for f in result["faults"])
     assert sorted(p.name for p in logs.glob("*.log")) == \
         ["schedule-tiresias-0.log", "schedule-tiresias-1.log"]
+
+
+def test_a_fault_is_timed_to_the_first_bind_and_the_first_new_pod_after_it():
+    from workbench.bench.k8s_soak import _wait_after
+
+    times = [1.0, 2.0, 7.5, 30.25]
+    assert _wait_after(times, 2.0) == 5.5  # strictly after
+    assert _wait_after(times, 0.0) == 1.0
+    assert _wait_after(times, 30.25) is None and _wait_after([], 3.0) is None
 
 
 def test_a_stuck_job_is_reported_with_the_latest_line_the_schedulers_logged_about_it():

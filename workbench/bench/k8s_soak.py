@@ -22,6 +22,8 @@ after it.
 
 from __future__ import annotations
 
+import bisect
+
 import contextlib
 import os
 import signal
@@ -95,7 +97,10 @@ class SoakConfig:
 class Fault:
     what: str
     at: float  # monotonic
-    recovered_s: float | None = None
+    recovered_s: float | None = None  # until the first pod bound after it
+    # until the first pod made after it (by a Job's controller or a scheduler's stand-in) was
+    # seen: when that is most of `recovered_s`, the scheduler was waiting for pods to bind
+    new_pod_s: float | None = None
 
 
 # ---- the workload ---------------------------------------------------------------------------
@@ -521,9 +526,9 @@ def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
     # more pods succeeded than its last size: it ran twice (an engine may resize it, PS too)
     duplicated = sorted(n for n, k in census.succeeded.items() if k > census.size.get(n, k))
     binds = audit.bind_times
+    made = sorted(audit.first_seen.values())
     for f in faults:
-        after = [t for t in binds if t > f.at]
-        f.recovered_s = round(after[0] - f.at, 2) if after else None
+        f.recovered_s, f.new_pod_s = _wait_after(sorted(binds), f.at), _wait_after(made, f.at)
     seconds = ended - started
     return {
         "engine": engine, "jobs": len(specs), "created": created,
@@ -534,7 +539,8 @@ def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
         "max_overcommit_gpus": audit.worst[2], "max_overcommit_cpus": audit.worst[0],
         "max_overcommit_mem_gib": round(audit.worst[1] / 2**30, 2),
         "binds": len(binds), "binds_per_s": round(len(binds) / seconds, 1) if seconds else None,
-        "faults": [{"what": f.what, "recovered_s": f.recovered_s, "at_s": round(f.at - started, 1),
+        "faults": [{"what": f.what, "recovered_s": f.recovered_s, "new_pod_s": f.new_pod_s,
+                    "at_s": round(f.at - started, 1),
                     "at_clock": _clock_time(f.at)} for f in faults],
         "max_recovery_s": max((f.recovered_s or 0.0 for f in faults), default=None),
         "scheduler_restarts": restarts, "seconds": round(seconds, 1),
@@ -546,6 +552,12 @@ def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
         "rejected_why": sorted(set(census.rejected.values()))[:5], "stuck_jobs": (not_done + sorted(
             stuck_after))[:10], "stuck_why": _last_said(lines, (not_done + sorted(stuck_after))[:10]),
         "duplicated_jobs": duplicated[:10], "audit": problems[:10]}
+
+
+def _wait_after(times: list[float], at: float) -> float | None:
+    """Seconds from `at` to the first of the sorted `times` after it (None: none is)."""
+    k = bisect.bisect_right(times, at)
+    return round(times[k] - at, 2) if k < len(times) else None
 
 
 def _last_said(lines: list[str], jobs: list[str]) -> dict[str, str]:
@@ -590,7 +602,8 @@ def run(args) -> int:
                                "max_overcommit_gpus", "binds_per_s", "max_recovery_s",
                                "scheduler_restarts", "seconds")} for r in result["runs"]]
     faults = [f"{f['what']} at +{f['at_s']} s ({f['at_clock']}, as the logs print it): recovered"
-              f" in {f['recovered_s']} s" for r in result["runs"] for f in r["faults"]]
+              f" in {f['recovered_s']} s (the first pod bound after it; the first pod made after"
+              f" it was seen after {f['new_pod_s']} s)" for r in result["runs"] for f in r["faults"]]
     output.emit(result, as_json=args.json, tables={
         f"soak: {cfg.jobs} jobs on {cfg.nodes} emulated {cfg.gpus_per_node}-GPU nodes": rows},
         notes=faults + [f"{r['engine']}: {p}" for r in result["runs"] for p in r["audit"]] +

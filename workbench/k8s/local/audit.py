@@ -70,6 +70,7 @@ class Auditor:
         self.bound_twice: list[tuple[str, str, str]] = []  # (pod, first node, second node)
         self.binds: dict[str, int] = {}  # namespace -> pods seen bound (each pod once)
         self.bind_times: list[float] = []  # monotonic time each pod was first seen bound
+        self.first_seen: dict[str, float] = {}  # uid -> monotonic time the pod was first seen
         self.worst = [0.0, 0.0, 0.0]  # most cpu, memory, GPUs above a node's allocatable
         self.relists = 0
         self.errors: list[str] = []
@@ -202,6 +203,8 @@ class Auditor:
                 self.capacity[meta["name"]] = _capacity(obj)
             return
         uid, node = meta["uid"], obj["spec"].get("nodeName")
+        if uid not in self.first_seen:
+            self.first_seen[uid] = time.monotonic()
         self.seen[uid] = max(self.seen.get(uid, 0), int(meta.get("resourceVersion") or 0))
         ended = event == "DELETED" or (obj.get("status") or {}).get("phase") in (
             "Succeeded", "Failed")
