@@ -23,7 +23,6 @@ after it.
 from __future__ import annotations
 
 import bisect
-
 import contextlib
 import os
 import signal
