@@ -169,6 +169,27 @@ def test_a_progress_bar_is_one_line_high_in_a_tall_row(browser, server):
         p.close()
 
 
+def test_on_a_laptop_screen_no_tab_scrolls_sideways(browser, server):
+    """At 1,366 and 1,280 px the whole page scrolled sideways (by 19 and 62 px), on every tab:
+    the Engine tab's charts stand two side by side, and a title as long as Tiresias's 'hours
+    until each running job drops a queue (soonest first) over time' (Bokeh does not wrap
+    one) ran past the right edge with its toolbar; a hidden tab is still laid out."""
+    p = Page(browser, server)
+    try:
+        p.click("Step")
+        for width in (1366, 1280):
+            p.page.set_viewport_size({"width": width, "height": 900})
+            for tab in ("Engine", "Cluster", "Jobs"):
+                p.tab(tab)
+                time.sleep(1.0)  # the charts' layout
+                sizes = p.page.evaluate("() => [document.documentElement.scrollWidth,"
+                                        " document.documentElement.clientWidth]")
+                assert sizes[0] <= sizes[1], (width, tab, sizes)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
 def test_csv_downloads_of_jobs_and_decisions(browser, server, tmp_path):
     p = Page(browser, server)
     try:

@@ -23,6 +23,7 @@ shown to 3 significant digits.
 from __future__ import annotations
 
 import math
+import textwrap
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,8 @@ from bokeh.plotting import figure
 from ..state import WorkbenchState
 from ._base import View
 
+# A chart title's longest line (~7 px a character): two charts side by side fit a 1,280 px screen
+TITLE_CHARS = 40
 TITLES = {
     "price": "OASiS: resource prices per time slot (mean over servers)",
     "prices": "resource prices",
@@ -155,13 +158,21 @@ def _fact_text(v: Any) -> str:
     return str(v)
 
 
+def _title_lines(title: str, width: int = TITLE_CHARS) -> str:
+    """A chart's title broken into lines of at most `width` characters: Bokeh does not wrap a
+    title, and one longer than its chart (two charts side by side on a laptop's screen) ran
+    past the page's right edge, so that every tab scrolled sideways."""
+    return "\n".join(textwrap.wrap(title, width)) or title
+
+
 class _Lines:
     """Several named lines in one figure (history, matrix columns, records over time)."""
 
     def __init__(self, title: str, x_label: str) -> None:
         self.source = ColumnDataSource({"xs": [], "ys": [], "name": [], "colour": []})
         self.points = ColumnDataSource({"x": [], "y": [], "colour": []})
-        fig = figure(height=240, sizing_mode="stretch_width", title=title, x_axis_label=x_label,
+        fig = figure(height=240, sizing_mode="stretch_width", title=_title_lines(title),
+                     x_axis_label=x_label,
                      tools="pan,wheel_zoom,reset", toolbar_location="above")
         r = fig.multi_line("xs", "ys", source=self.source, line_color="colour", line_width=2,
                            legend_field="name")
@@ -188,7 +199,8 @@ class _Lines:
 class _Bars:
     def __init__(self, title: str, name: str | None = None) -> None:
         self.source = ColumnDataSource({"key": [], "value": []}, name=name)
-        fig = figure(height=220, sizing_mode="stretch_width", title=title, x_range=FactorRange(),
+        fig = figure(height=220, sizing_mode="stretch_width", title=_title_lines(title),
+                     x_range=FactorRange(),
                      tools="", toolbar_location=None)
         fig.vbar(x="key", top="value", width=0.7, source=self.source, color="#4c78a8")
         fig.add_tools(HoverTool(tooltips=[("", "@key: @value{0.000}")]))
