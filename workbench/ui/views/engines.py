@@ -36,7 +36,8 @@ from bokeh.plotting import figure
 from ..state import WorkbenchState
 from ._base import View
 
-# A chart title's longest line (~7 px a character): two charts side by side fit a 1,280 px screen
+# The longest line of a chart's title when two stand side by side (~7 px a character): they
+# fit a 1,280 px screen
 TITLE_CHARS = 40
 TITLES = {
     "price": "OASiS: resource prices per time slot (mean over servers)",
@@ -159,9 +160,9 @@ def _fact_text(v: Any) -> str:
 
 
 def _title_lines(title: str, width: int = TITLE_CHARS) -> str:
-    """A chart's title broken into lines of at most `width` characters: Bokeh does not wrap a
-    title, and one longer than its chart (two charts side by side on a laptop's screen) ran
-    past the page's right edge, so that every tab scrolled sideways."""
+    """A title broken into lines of at most `width` characters: Bokeh does not wrap a title,
+    and one longer than its chart (one of two side by side, on a laptop's screen) ran past
+    the page's right edge, so that every tab scrolled sideways."""
     return "\n".join(textwrap.wrap(title, width)) or title
 
 
@@ -171,8 +172,7 @@ class _Lines:
     def __init__(self, title: str, x_label: str) -> None:
         self.source = ColumnDataSource({"xs": [], "ys": [], "name": [], "colour": []})
         self.points = ColumnDataSource({"x": [], "y": [], "colour": []})
-        fig = figure(height=240, sizing_mode="stretch_width", title=_title_lines(title),
-                     x_axis_label=x_label,
+        fig = figure(height=240, sizing_mode="stretch_width", title=title, x_axis_label=x_label,
                      tools="pan,wheel_zoom,reset", toolbar_location="above")
         r = fig.multi_line("xs", "ys", source=self.source, line_color="colour", line_width=2,
                            legend_field="name")
@@ -199,8 +199,7 @@ class _Lines:
 class _Bars:
     def __init__(self, title: str, name: str | None = None) -> None:
         self.source = ColumnDataSource({"key": [], "value": []}, name=name)
-        fig = figure(height=220, sizing_mode="stretch_width", title=_title_lines(title),
-                     x_range=FactorRange(),
+        fig = figure(height=220, sizing_mode="stretch_width", title=title, x_range=FactorRange(),
                      tools="", toolbar_location=None)
         fig.vbar(x="key", top="value", width=0.7, source=self.source, color="#4c78a8")
         fig.add_tools(HoverTool(tooltips=[("", "@key: @value{0.000}")]))
@@ -224,8 +223,9 @@ class _Block:
         self.key, self.kind, self.state = key, kind, state
         title = TITLES.get(key, key.replace("_", " "))
         if kind == "bars":
-            self.bars = _Bars(f"{title} (now)", name=f"engine_{key}")
-            self.history = _Lines(f"{title} over time", state.time_label)
+            # two charts side by side: titles in lines that fit half the tab
+            self.bars = _Bars(_title_lines(f"{title} (now)"), name=f"engine_{key}")
+            self.history = _Lines(_title_lines(f"{title} over time"), state.time_label)
             self.panel = pn.Row(self.bars.panel, self.history.panel, sizing_mode="stretch_width")
         elif kind in ("series", "matrix", "timeseries"):
             self.lines = _Lines(title, "")
