@@ -23,6 +23,13 @@ def in_session(action: Callable[[], None]) -> None:
         action()
 
 
+def widget_row(*objects, **params) -> pn.FlexBox:
+    """Widgets side by side that go on to the next line where the tab is too narrow for them
+    all (a notebook's cell, a small screen): in a Row, fixed-width widgets ran past the tab
+    and the whole page scrolled sideways."""
+    return pn.FlexBox(*objects, flex_wrap="wrap", align_items="center", **params)
+
+
 class View:
     def __init__(self, state: WorkbenchState) -> None:
         self.state = state

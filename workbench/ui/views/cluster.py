@@ -18,7 +18,7 @@ import panel as pn
 from ..data import DOWN_COLOUR, FREE_COLOUR
 from ..heatmap import OVERVIEW_NODES, heat_layout
 from ..state import WorkbenchState
-from ._base import View, in_session
+from ._base import View, in_session, widget_row
 from .cluster_grid import CPU_COLOUR, MEM_COLOUR, GpuGrid
 from .cluster_heat import Heatmap, heat_legend_html
 
@@ -77,7 +77,7 @@ class ClusterView(View):
         # the overview is in the page only on a big cluster (no hidden canvas on a small one)
         self.panel.objects = [
             *([self.heat_legend] if big else []), self.legend,
-            pn.Row(self.find, *([self.rack] if big else []), self.clear), self.info,
+            widget_row(self.find, *([self.rack] if big else []), self.clear), self.info,
             *([self.heat.pane] if big else []), self.grid.pane]
         self.legend.visible = not big
         if big:

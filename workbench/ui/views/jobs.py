@@ -15,7 +15,7 @@ import panel as pn
 
 from .. import export
 from ..state import WorkbenchState
-from ._base import View
+from ._base import View, widget_row
 from ._tables import KeyedSelection, csv_download, table
 
 DISPLAY_COLUMNS = {
@@ -89,7 +89,7 @@ class JobsView(View):
         self.selection = KeyedSelection(self.table, "job", self._show_why)
         self.download = csv_download("Download jobs (CSV)", "workbench-jobs.csv",
                                      lambda: export.jobs(state))
-        self.panel = pn.Column(pn.Row(self.search, self.state_filter, self.download),
+        self.panel = pn.Column(widget_row(self.search, self.state_filter, self.download),
                                self.table, self.why_title, self.why,
                                sizing_mode="stretch_width", name="Jobs")
         self._seen = state.version  # the table was built from this version

@@ -19,6 +19,7 @@ from ...policies import available
 from ...whatif import WhatIfResult
 from .. import export
 from ..state import WorkbenchState
+from ._base import widget_row
 from ._charts import jct_cdf, legend_outside
 from ._tables import csv_download, table
 
@@ -89,8 +90,8 @@ class WhatIfView:
         self.panel = pn.Column(
             pn.pane.Markdown("Fork the simulated cluster as it is now and run each engine from"
                              " here, on identical copies.", margin=(0, 10)),
-            pn.Row(self.engines, self.horizon, self.run_button), self.status,
-            pn.Row(pn.pane.Markdown("Averages are over each engine's completed jobs: read"
+            widget_row(self.engines, self.horizon, self.run_button), self.status,
+            widget_row(pn.pane.Markdown("Averages are over each engine's completed jobs: read"
                                     " them with its completed and rejected counts.",
                                     margin=(0, 10), align="center"), self.download),
             self.table,
