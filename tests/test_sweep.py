@@ -205,3 +205,12 @@ def test_the_interactive_bench_flags_a_preview_many_times_fifos():
     assert slow_previews(rows, 3.0) == ["pollux 4.0x", "oasis 1406.7x"]
     assert _check_ratios(rows, 20.0) == 1 and _check_ratios(rows[:2], 20.0) == 0
     assert _check_ratios(rows, None) == 0  # without the option nothing is checked
+
+
+def test_bench_sweeps_scaling_line_says_when_its_runs_are_too_short_for_the_target():
+    """The target (>= 1.8x on 2 workers) is for runs of 1 s or more; the bench's long runs had
+    shrunk to 0.25 s as the simulator got faster, and the line read as if it applied."""
+    from workbench.bench.sweep import long_runs_note
+
+    assert "does not apply" in long_runs_note(8, 0.25, 2, 1.88)
+    assert "does not apply" not in long_runs_note(8, 2.11, 2, 1.86)

@@ -7,8 +7,8 @@
 - Per-run overhead: the serial sweep's wall time beyond the simulations it ran (run_policy's
   own time, `sim_s`), per run: building the workload, storing the row, the driver
   (target ≤ 50 ms).
-- Scaling on long runs: `--long-runs` runs of about 1.5 s each (tiresias on 400 synthetic
-  jobs, the default cluster) on a pool of 1 worker and of `--workers` (target ≥ 1.8× on 2).
+- Scaling on long runs: `--long-runs` runs of about 1.5-2 s each (tiresias on 2,000 synthetic
+  jobs, the default cluster; the note says when they came out shorter than the target's 1 s) on a pool of 1 worker and of `--workers` (target ≥ 1.8× on 2).
 - `machine_speedup`: the same 1-vs-N comparison on pure-Python loops, the ceiling the
   machine allows right now (a busy machine gives a second process little).
 - `same_table`: the three tables are equal bit for bit but for the wall-time columns.
@@ -34,7 +34,17 @@ from ..output import emit
 SHORT = {"engines": ["fifo", "tiresias", "kube-default", "drf"],
          "workloads": ["synthetic:n=40"], "loads": [0.5, 1.0, 1.5, 2.0, 3.0],
          "clusters": ["small"]}
-LONG = {"engines": ["tiresias"], "workloads": ["synthetic:n=400"], "clusters": ["default"]}
+# The target is for runs of 1 s or more: 2,000 jobs take ~1.5-2 s on this project's machines
+# (400 took 1.5 s when this bench was written; the simulator has since become ~6× faster).
+LONG = {"engines": ["tiresias"], "workloads": ["synthetic:n=2000"], "clusters": ["default"]}
+LONG_RUN_TARGET_S = 1.0  # the shortest runs the 1.8× target is about
+
+
+def long_runs_note(runs: int, run_s: float, workers: int, speedup: float) -> str:
+    """The scaling line, saying when the runs were too short for the target to apply."""
+    short = "" if run_s >= LONG_RUN_TARGET_S else ": these are shorter, so it does not apply"
+    return (f"long runs ({runs} × {run_s:.2f} s): {workers} workers {speedup:.2f}× faster than 1"
+            f" (target ≥ 1.8× on 2, for runs of ≥ {LONG_RUN_TARGET_S:g} s{short})")
 
 
 def timed_sweep(values: dict, folder: str, name: str, **executor: Any):
@@ -186,8 +196,7 @@ def run(args) -> int:
         (f"per-run overhead beyond the simulation (serial): {result['overhead_ms_per_run']:.1f}"
         f" ms (target ≤ 50 ms); mean run {result['mean_run_s'] * 1000:.0f} ms"),
         f"Dask LocalCluster start (not in its time): {dask_start_s:.1f} s",
-        (f"long runs ({args.long_runs} × {long_run_s:.2f} s): {workers} workers"
-        f" {result['long_speedup']:.2f}× faster than 1 (target ≥ 1.8× on 2)"),
+        long_runs_note(args.long_runs, long_run_s, workers, result["long_speedup"]),
         f"same table from every executor (but wall times): {result['same_table']}",
         (f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; pure-Python"
          f" loops run {machine:.2f}× faster on {workers} processes than on 1 right now (the"
@@ -239,7 +248,7 @@ def interactive_notes(result: dict[str, Any], workers: int) -> list[str]:
 def register(sub) -> None:
     p = sub.add_parser("sweep", help="sweep overhead per run; serial vs pool vs Dask ratios")
     p.add_argument("--seeds", type=int, default=10, help="seeds of the short grid (10: 200 runs)")
-    p.add_argument("--long-runs", type=int, default=8, help="runs of about 1.5 s for scaling")
+    p.add_argument("--long-runs", type=int, default=8, help="runs of about 1.5-2 s for scaling")
     p.add_argument("--workers", type=int, default=None, help="workers (default: all cores)")
     p.add_argument("--interactive-only", action="store_true",
                    help="only the preview and what-if times")
