@@ -250,6 +250,15 @@ def _plain_pod(ns: str, job: str, k: int, annotations: dict) -> dict:
                          "limits": {labels.GPU_RESOURCE: "1"}}}]}}
 
 
+def _place_to_completion(backend, job: str, pods: int) -> None:
+    """With a 1 s linger: wait for `job`'s pods, bind them all on N1, wait until it is complete."""
+    backend.reconciler.linger_timeout = 1.0
+    until("the job", lambda: job in backend.observe().jobs)
+    assert backend.apply([Place(job, "gang", {N1: pods})])[0].applied
+    until("the job complete", lambda: (backend.observe(), backend.jobs[job].state
+                                       is JobState.COMPLETED)[1], timeout=30)
+
+
 @pytest.mark.integration
 def test_the_pods_left_of_a_completed_gang_are_deleted(cluster, namespace):
     rest = cluster.rest
@@ -258,11 +267,7 @@ def test_the_pods_left_of_a_completed_gang_are_deleted(cluster, namespace):
               _plain_pod(namespace, "half", 0, {labels.DURATION: "1"}))
     rest.post(f"/api/v1/namespaces/{namespace}/pods", _plain_pod(namespace, "half", 1, {}))
     with _backend(cluster, namespace) as backend:
-        backend.reconciler.linger_timeout = 1.0
-        until("the job", lambda: "half" in backend.observe().jobs)
-        assert backend.apply([Place("half", "gang", {N1: 2})])[0].applied
-        until("the job complete", lambda: (backend.observe(), backend.jobs["half"].state
-                                           is JobState.COMPLETED)[1], timeout=30)
+        _place_to_completion(backend, "half", 2)
 
         def live():
             pods = rest.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
@@ -285,11 +290,7 @@ def test_a_pod_that_appears_after_its_job_completed_is_deleted(cluster, namespac
     rest.post(f"/api/v1/namespaces/{namespace}/pods",
               _plain_pod(namespace, "late", 0, {labels.DURATION: "1"}))
     with _backend(cluster, namespace) as backend:
-        backend.reconciler.linger_timeout = 1.0
-        until("the job", lambda: "late" in backend.observe().jobs)
-        assert backend.apply([Place("late", "gang", {N1: 1})])[0].applied
-        until("the job complete", lambda: (backend.observe(), backend.jobs["late"].state
-                                           is JobState.COMPLETED)[1], timeout=30)
+        _place_to_completion(backend, "late", 1)
 
         def phases():
             return {p["metadata"]["name"]: p["status"].get("phase")

@@ -525,9 +525,9 @@ def _result(cfg: SoakConfig, engine: str, specs, created: int, census: _Census,
     # more pods succeeded than its last size: it ran twice (an engine may resize it, PS too)
     duplicated = sorted(n for n, k in census.succeeded.items() if k > census.size.get(n, k))
     binds = audit.bind_times
-    made = sorted(audit.first_seen.values())
+    bound, made = sorted(binds), sorted(audit.first_seen.values())
     for f in faults:
-        f.recovered_s, f.new_pod_s = _wait_after(sorted(binds), f.at), _wait_after(made, f.at)
+        f.recovered_s, f.new_pod_s = _wait_after(bound, f.at), _wait_after(made, f.at)
     seconds = ended - started
     return {
         "engine": engine, "jobs": len(specs), "created": created,

@@ -8,7 +8,8 @@
   own time, `sim_s`), per run: building the workload, storing the row, the driver
   (target ≤ 50 ms).
 - Scaling on long runs: `--long-runs` runs of about 1.5-2 s each (tiresias on 2,000 synthetic
-  jobs, the default cluster; the note says when they came out shorter than the target's 1 s) on a pool of 1 worker and of `--workers` (target ≥ 1.8× on 2).
+  jobs, the default cluster) on a pool of 1 worker and of `--workers` (target ≥ 1.8× on 2,
+  for runs of ≥ 1 s: the note says when they came out shorter).
 - `machine_speedup`: the same 1-vs-N comparison on pure-Python loops, the ceiling the
   machine allows right now (a busy machine gives a second process little).
 - `same_table`: the three tables are equal bit for bit but for the wall-time columns.

@@ -27,9 +27,9 @@ class DecisionsView(View):
             "Download log (CSV)", "workbench-decisions.csv",
             lambda: export.decisions(state, include_waits=self.show_waits.value))
         self.panel = pn.Column(
-            widget_row(pn.pane.Markdown("Every decision, newest first; `policy` is the engine that"
-                                    " took it.", margin=(0, 10), align="center"),
-                   self.show_waits, self.download),
+            widget_row(pn.pane.Markdown("Every decision, newest first; `policy` is the engine"
+                                        " that took it.", margin=(0, 10), align="center"),
+                       self.show_waits, self.download),
             self.table, sizing_mode="stretch_width", name="Decisions")
         self._count: tuple = ()
         self.sync()

@@ -92,8 +92,8 @@ class WhatIfView:
                              " here, on identical copies.", margin=(0, 10)),
             widget_row(self.engines, self.horizon, self.run_button), self.status,
             widget_row(pn.pane.Markdown("Averages are over each engine's completed jobs: read"
-                                    " them with its completed and rejected counts.",
-                                    margin=(0, 10), align="center"), self.download),
+                                        " them with its completed and rejected counts.",
+                                        margin=(0, 10), align="center"), self.download),
             self.table,
             pn.pane.Bokeh(fig, sizing_mode="stretch_width"), sizing_mode="stretch_width",
             name="What-if")
