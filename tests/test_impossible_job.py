@@ -9,6 +9,7 @@ count model calls (`counting_perf`), never wall time, and fail rather than hang.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 
@@ -128,7 +129,10 @@ def test_normal_forecasts_are_unchanged():
 def test_huge_job_is_never_after_a_bounded_number_of_model_calls():
     nodes = make_cluster(2, 4)  # 8 GPUs
     huge = _job("huge", workers=HUGE, deadline=7200.0)
-    state = _state(nodes, _normal_jobs()[:4] + [huge], until=300.0)
+    # all arrived, before any decision: FIFO (a rigid engine) would reject the huge job, while
+    # an elastic one or a live cluster's pods leave such a job pending
+    arrived = [dataclasses.replace(j, arrival=0.0) for j in _normal_jobs()[:4]]
+    state = _state(nodes, arrived + [huge], until=None)
     assert state.jobs["huge"].state.name == "PENDING"
     perf = counting_perf()
     forecaster = Forecaster(perf)
@@ -218,3 +222,41 @@ def test_a_job_the_model_cannot_rate_is_never():
     fc = Forecaster(counting).run(state)
     _assert_never(fc["odd"])
     assert counting.calls.get("ideal_rate", 0) <= 8
+
+
+@pytest.mark.parametrize("engine", ["fifo", "drf", "tiresias"])
+def test_a_rigid_engine_rejects_a_job_bigger_than_the_cluster_at_its_requested_size(engine):
+    """FIFO, DRF and Tiresias give a job its requested size or nothing: one asking for more
+    GPUs than the cluster has (though its minimum fits) is rejected, saying so, and the jobs
+    behind it run. Strict FIFO held it at the head for good, and the run ended with every job
+    behind it rejected as stalled."""
+    jobs = [_job("big", workers=16, min_workers=1, max_workers=16)] + [
+        _job(f"small-{i}", arrival=60.0 * (i + 1), workers=2) for i in range(4)]
+    backend = SimBackend(make_cluster(2, 4), jobs)
+    Controller(backend, make_policy(engine)).run()
+    big = backend.jobs["big"]
+    assert big.state.value == "rejected"
+    assert big.reason == ("rejected: needs 16 GPUs at its requested size (16 workers), the whole"
+                          " cluster has 8")
+    assert all(backend.jobs[f"small-{i}"].state.value == "completed" for i in range(4))
+
+
+@pytest.mark.parametrize("engine", ["optimus", "pollux"])
+def test_an_elastic_engine_runs_that_job_at_a_size_that_fits(engine):
+    jobs = [_job("big", workers=16, min_workers=1, max_workers=16)]
+    backend = SimBackend(make_cluster(2, 4), jobs)
+    Controller(backend, make_policy(engine)).run()
+    assert backend.jobs["big"].state.value == "completed"
+
+
+@pytest.mark.parametrize("engine", ["fifo", "tiresias", "optimus"])
+def test_a_job_that_fits_once_a_failed_node_recovers_waits_for_it(engine):
+    """Judged against every node, those down too: a job arriving during an outage that only
+    the whole cluster can hold waits for the node's recovery instead of being rejected."""
+    from workbench.sim.engine import Fault
+
+    jobs = [_job("whole", arrival=60.0, workers=8, min_workers=8)]
+    backend = SimBackend(make_cluster(2, 4), jobs, faults=[Fault(0.0, "node-01", 3600.0)])
+    Controller(backend, make_policy(engine)).run()
+    whole = backend.jobs["whole"]
+    assert whole.state.value == "completed" and whole.first_start >= 3600.0

@@ -45,14 +45,15 @@ def cell_texts(p: Page, field: str) -> list[str]:
 
 def test_a_99999_gpu_job_leaves_the_server_responsive(browser, tmp_path, screenshots):
     """The issue's workload: Jobs and Forecasts open while a job asks for 99,999 GPUs (an
-    elastic Pollux row: tiresias keeps it waiting, and ends it with the run); the server keeps
-    answering throughout."""
+    elastic Pollux row: the default scheduler binds 64 of its pods, holds them, and ends it
+    with the run; tiresias, which gives a job its requested size or nothing, now rejects it as
+    it arrives); the server keeps answering throughout."""
     trace = tmp_path / "impossible.csv"
     trace.write_text("name,time,application,num_replicas,batch_size\n"
                      "cifar10-0,107,cifar10,2,2048\n"
                      "big,200,cifar10,99999,2048\n"
                      "cifar10-1,300,cifar10,4,2048\n")
-    proc, url = serve("--trace", str(trace), "--speed", "3600")
+    proc, url = serve("--trace", str(trace), "--speed", "3600", "--policy", "kube-default")
     try:
         p = Page(browser, url)
         try:

@@ -363,17 +363,22 @@ def _node_names(nodes: list) -> list[str]:
     return cached[1]
 
 
-def never_fits(job: JobStatus, state: ClusterState) -> str | None:
-    """Why a job cannot run even on the empty cluster at its minimum size, or None."""
+def never_fits(job: JobStatus, state: ClusterState, workers: int | None = None) -> str | None:
+    """Why a job cannot run even on the empty cluster at its minimum size (or with `workers`,
+    the one size a rigid engine gives it), or None."""
     spec = job.spec
-    cap = state.capacity[state.node_up]
+    # every node, those down too: a job that fits the cluster once they recover waits for them
+    # (a rigid job rejected during an outage would be lost to it)
+    cap = state.capacity
     if not len(cap):
-        return None  # every node down: wait for recovery rather than reject
-    need = spec.worker_demand.as_array() * spec.min_workers + spec.ps_demand.as_array() * spec.num_ps
+        return None  # no node yet: wait for some rather than reject
+    n = spec.min_workers if workers is None else workers
+    need = spec.worker_demand.as_array() * n + spec.ps_demand.as_array() * spec.num_ps
     have = cap.sum(axis=0)
-    for r, name in ((CPU, "CPUs"), (MEM, "GiB memory"), (GPU, "GPUs")):
+    size = "" if workers is None else f" at its requested size ({n:,} workers)"
+    for r, name in ((GPU, "GPUs"), (CPU, "CPUs"), (MEM, "GiB memory")):  # GPUs said first
         if need[r] > have[r] + _EPS:
-            return f"rejected: needs {need[r]:g} {name}, the whole cluster has {have[r]:g}"
+            return f"rejected: needs {need[r]:,g} {name}{size}, the whole cluster has {have[r]:,g}"
     return None
 
 

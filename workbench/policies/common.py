@@ -40,34 +40,42 @@ def cluster_signature(state: ClusterState) -> tuple:
     last_key, signature = _LAST_SIGNATURE
     if key != last_key:
         up = state.capacity[state.node_up]
-        signature = tuple(up.sum(axis=0).round(6)) + tuple(up.max(axis=0, initial=0).round(6))
+        # the whole cluster's totals too: `impossible` judges against every node, down or up
+        signature = tuple(up.sum(axis=0).round(6)) + tuple(up.max(axis=0, initial=0).round(6)) \
+            + tuple(state.capacity.sum(axis=0).round(6))
         _LAST_SIGNATURE = (key, signature)
     return signature
 
 
-def impossible(state: ClusterState, job: JobStatus, signature: tuple | None = None) -> str | None:
-    """Why a pending job can never run on this cluster (cached per job and cluster shape)."""
+def impossible(state: ClusterState, job: JobStatus, signature: tuple | None = None,
+               rigid: bool = False) -> str | None:
+    """Why a pending job can never run on this cluster (cached per job and cluster shape): at
+    its minimum size, or `rigid`, at its requested size (`initial_workers`), the only size an
+    engine that never resizes gives it."""
     if job.state is not JobState.PENDING:
         return None
     spec = job.spec
     w, p = spec.worker_demand, spec.ps_demand  # by their fields: a tuple of floats hashes faster
-    key = (w.cpu, w.mem, w.gpu, spec.min_workers, p.cpu, p.mem, p.gpu, spec.num_ps,
+    n = spec.initial_workers if rigid else spec.min_workers
+    key = (w.cpu, w.mem, w.gpu, n, rigid, p.cpu, p.mem, p.gpu, spec.num_ps,
            signature or cluster_signature(state))
     verdict = _VERDICTS.get(key, _UNKNOWN)
     if verdict is _UNKNOWN:
         if len(_VERDICTS) > 100_000:
             _VERDICTS.clear()
-        verdict = _VERDICTS[key] = never_fits(job, state)
+        verdict = _VERDICTS[key] = never_fits(job, state, n if rigid else None)
     return verdict
 
 
-def reject_impossible(state: ClusterState, jobs: list[JobStatus]) -> tuple[list[Action], list[JobStatus]]:
-    """Reject the jobs that could not run even on the empty cluster; return the rest."""
+def reject_impossible(state: ClusterState, jobs: list[JobStatus], rigid: bool = False
+                      ) -> tuple[list[Action], list[JobStatus]]:
+    """Reject the jobs that could not run even on the empty cluster (`rigid`: see
+    `impossible`); return the rest."""
     actions: list[Action] = []
     keep = []
     signature = cluster_signature(state)
     for job in jobs:
-        why = impossible(state, job, signature)
+        why = impossible(state, job, signature, rigid)
         if why:
             actions.append(Reject(job.name, why))
         else:
@@ -134,7 +142,8 @@ class NewArrivalCheck:
     checks the jobs that arrived since the last round (all waiting jobs again when the
     cluster's shape changes), instead of every waiting job every round."""
 
-    def __init__(self) -> None:
+    def __init__(self, rigid: bool = False) -> None:
+        self.rigid = rigid  # see `impossible`
         self._signature: tuple | None = None
         self._since = -math.inf
         self.checked: list[JobStatus] = []  # the waiting jobs looked at in the last round
@@ -152,7 +161,7 @@ class NewArrivalCheck:
                 break
             latest = max(latest, job.spec.arrival)
             self.checked.append(job)
-            if (why := impossible(state, job, signature)) is not None:
+            if (why := impossible(state, job, signature, self.rigid)) is not None:
                 actions.append(Reject(job.name, why))
         self._signature, self._since = signature, latest
         return actions

@@ -23,7 +23,7 @@ class DrfPolicy(Policy):
         self.round_interval = round_interval
 
     def schedule(self, state: ClusterState) -> list[Action]:
-        actions, queue = reject_impossible(state, by_arrival(state.waiting))
+        actions, queue = reject_impossible(state, by_arrival(state.waiting), rigid=True)
         if not queue:
             return actions
         cap = state.capacity[state.node_up].sum(axis=0)

@@ -53,7 +53,7 @@ class FifoPolicy(Policy):
                         actions.append(Wait(late.name, r))
                     break
                 continue
-            if (why := impossible(state, job, signature)) is not None:
+            if (why := impossible(state, job, signature, rigid=True)) is not None:
                 actions.append(Reject(job.name, why))
                 continue
             n = job.spec.initial_workers

@@ -556,9 +556,9 @@ class QosPolicy(Policy):
 
     def _late_text(self, p: Plan, verb: str) -> str:
         spec = p.job.spec
-        sizes = p.rates[spec.min_workers:spec.max_workers + 1]
-        best = int(np.argmax(sizes)) + spec.min_workers if self.autoscaling else (
-            p.job.num_workers or spec.initial_workers)
+        sizes = p.rates[spec.min_workers:spec.max_workers + 1]  # none while nodes are down
+        best = (int(np.argmax(sizes)) if len(sizes) else 0) + spec.min_workers \
+            if self.autoscaling else (p.job.num_workers or spec.initial_workers)
         tail = {"rejected": "", "waiting": "; runs when resources are idle",
                 "started": "; best effort on idle resources"}[verb]
         return (f"{verb}: deadline out of reach: needs {hours(p.run_time(best))} at"

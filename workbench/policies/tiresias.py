@@ -60,7 +60,7 @@ class _View:
     """What Tiresias keeps about one cluster between its own consecutive rounds."""
 
     def __init__(self) -> None:
-        self.arrivals = NewArrivalCheck()
+        self.arrivals = NewArrivalCheck(rigid=True)
         self.jobs: dict | None = None  # the backend's job dict these entries belong to
         self.placed: list[Ranked] = []  # jobs holding GPUs, in 2D-LAS order
         self.gpus: list[float] = []  # their GPUs, in the same order (summed by the slice)
