@@ -124,6 +124,37 @@ def test_a_viewer_of_a_shared_console_cannot_load_the_server(browser, screenshot
             operator.close()
 
 
+def test_a_long_what_if_shows_how_far_it_got_and_stops_on_request(browser, screenshots):
+    """Every engine to the end of the whole Philly trace takes minutes: the status line counts
+    the engines done, and Stop ends it within seconds, the rows of the engines it cut short
+    saying so and those it never started named."""
+    with served("--trace", "philly", "--cluster", "philly") as url:
+        p = Page(browser, url)
+        try:
+            p.click("Step")
+            p.tab("What-if")
+            run = p.page.get_by_role("button", name="Fork and run every engine")
+            stop = p.page.get_by_role("button", name="Stop", exact=True)
+            assert stop.is_disabled()
+            run.click()
+            p.page.wait_for_selector("text=/running \\d+ engines from .*\\d+ of \\d+ done/",
+                                     timeout=60_000)
+            p.wait_for(stop.is_enabled, what="Stop enabled while the what-if runs")
+            stop.click()
+            p.page.wait_for_selector("text=/stopped on request after .+ not run/", timeout=120_000)
+            p.page.wait_for_selector(".tabulator-cell[tabulator-field=policy]", timeout=30_000)
+            notes = p.page.locator(".whatif-table .tabulator-cell[tabulator-field=note]")
+            p.wait_for(lambda: any("stopped on request" in t for t in notes.all_inner_texts()),
+                       what="a row cut short by the stop says so")
+            p.wait_for(lambda: run.is_enabled() and stop.is_disabled(),
+                       what="the buttons back as before")
+            p.page.screenshot(path=str(screenshots / "ui-operator-whatif-stopped.png"),
+                              full_page=True)
+            assert p.errors == []
+        finally:
+            p.close()
+
+
 def test_a_notebook_console_heals_a_stale_status_line(browser, tmp_path, screenshots):
     """Run All in JupyterLab: the inline console says the engine now scheduling, and a
     browser copy that went stale (as one re-drawn from the state saved at display time) is

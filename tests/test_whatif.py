@@ -391,6 +391,114 @@ def test_the_store_answers_while_a_what_if_waits_on_the_pool(tmp_path, monkeypat
     assert without_wall_times(out["result"].table).equals(without_wall_times(expected.table))
 
 
+STOPPABLE = ["fifo", "tiresias", "drf", "optimus", "kube-default", "dorm"]
+
+
+def test_a_stopped_what_if_runs_no_engine_after_the_stop():
+    """One after another: a stop asked as the first engine ends leaves the others out, and the
+    first engine's row is whole."""
+    from workbench.stop import StopRequest
+
+    store = WorkbenchState.from_workload("default", "small", "fifo")
+    store.advance(3600)
+    store.parallel_forks = False
+    stop, ended = StopRequest(), []
+
+    def done(name):
+        ended.append(name)
+        stop.ask()
+
+    try:
+        result = store.prepare_what_if(STOPPABLE[:3], stop=stop, done=done)()
+    finally:
+        stop.close()
+    assert ended == ["fifo"] and result.left_out == ["tiresias", "drf"]
+    assert list(result.table.policy) == ["fifo"] and "stopped" not in result.table.note[0]
+    assert result.table.completed[0] + result.table.rejected[0] == 160  # the whole workload
+
+
+def test_a_stopped_what_if_on_the_pool_ends_its_running_engines_and_starts_no_other(tmp_path,
+                                                                                   monkeypatch):
+    """On the pool: the stop is asked while the pool's one worker is held by another task, so
+    no engine has begun; released once every engine is handed to the pool, the engines already
+    on their way to the worker end at their first slice of rounds (saying so), the rest never
+    start, and the live run has not moved."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from workbench.stop import StopRequest
+
+    store = WorkbenchState.from_workload("default", "small", "fifo")
+    store.advance(3600)
+    now, rounds = store.now, store.controller.rounds
+    release, stop = tmp_path / "release", StopRequest()
+
+    class ReleasingOnTheLast:
+        """The pool, releasing its held worker once the what-if's last engine is submitted
+        (the what-if looks at the stop right after, well before the worker can take more)."""
+
+        def __init__(self, pool):
+            self.pool, self.submitted = pool, 0
+
+        def submit(self, *a, **k):
+            future = self.pool.submit(*a, **k)
+            self.submitted += 1
+            if self.submitted == len(STOPPABLE):
+                release.touch()
+            return future
+
+    with ProcessPoolExecutor(1) as pool:
+        holder = pool.submit(wait_for_file, str(release))
+        monkeypatch.setattr(store, "executor", lambda: ReleasingOnTheLast(pool))
+        job = store.prepare_what_if(STOPPABLE, stop=stop)
+        stop.ask()
+        result = job()
+        assert holder.result() is True
+    stop.close()
+    ran = list(result.table.policy)
+    assert ran + result.left_out == STOPPABLE  # the first handed to the worker ran, in order
+    # at most those in the pool's call queue (its worker's one, one extra, one being fed) ran
+    assert len(ran) <= 3 and len(result.left_out) >= 3
+    assert all(note.startswith("stopped on request") for note in result.table.note)
+    assert (store.now, store.controller.rounds) == (now, rounds)
+
+
+def test_a_stopped_run_ends_at_its_next_slice_of_rounds():
+    """A fork's run, once the stop is asked (here before it starts), ends after one slice."""
+    from workbench.control import Controller
+    from workbench.policies import make_policy
+    from workbench.stop import StopRequest
+    from workbench.whatif import RUN_SLICE, run_fork
+
+    store = WorkbenchState.from_workload("default", "default", "fifo")
+    store.advance(3600)
+    stop = StopRequest()
+    stop.ask()
+    twin = Controller(store.backend.fork(), make_policy("tiresias"))
+    try:
+        run = run_fork("tiresias", twin, None, None, stop)
+    finally:
+        stop.close()
+    assert not run.complete and 0 < twin.rounds <= RUN_SLICE and not twin.backend.done()
+
+
+def test_a_what_if_row_names_why_its_engine_rejected_jobs():
+    """DL2 takes parameter-server jobs only: on the default (all-reduce) workload its row
+    says so, and so does the warning under the table; fifo's names the size it cannot give."""
+    from workbench.ui.views.whatif import _shortfalls
+
+    store = WorkbenchState.from_workload("default", "small", "fifo")
+    store.advance(3600)
+    store.parallel_forks = False
+    result = store.prepare_what_if(["dl2", "fifo"])()
+    notes = dict(zip(result.table.policy, result.table.note))
+    assert result.table.rejected[0] > 0
+    assert notes["dl2"] == "rejected: DL2 schedules parameter-server jobs only (switch engine"\
+        " for all-reduce jobs)"
+    # fifo rejects the jobs asking for more GPUs than the small cluster has
+    assert notes["fifo"].startswith("rejected: needs 32 GPUs at its requested size")
+    assert "(rejected: DL2 schedules parameter-server jobs only" in _shortfalls(result)
+
+
 @pytest.mark.parametrize("engine", ["optimus", "tiresias"])
 def test_a_previews_current_side_is_what_the_live_run_then_does(engine):
     """The current engine's side of a switch preview is the live run going on: forked with the

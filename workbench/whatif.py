@@ -34,7 +34,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import FIRST_COMPLETED, Executor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -49,12 +49,15 @@ from .model import JobState, JobStatus
 from .policies import check_engine, make_policy
 from .policies.base import Policy
 from .sim.restore import from_snapshot
+from .stop import StopRequest
 
 WHAT_IF_COLUMNS = ("completed", "rejected", "unfinished", "avg_jct_h", "median_jct_h",
                    "p95_jct_h", "makespan_h", "avg_queue_h", "deadline_hit_rate",
                    "gpu_alloc_util", "restarts")
+WHAT_IF_ROW = ["policy", *WHAT_IF_COLUMNS, "stalled", "ran_to_h", "note", "wall_s"]  # a row's fields
 T = TypeVar("T")
 RUN_SLICE = 50  # rounds between two looks at the wall clock of a budgeted run
+STOP_POLL_S = 0.2  # seconds between two looks at a stop request while forks run on a pool
 
 
 def fork_blob(base: Forkable) -> bytes:
@@ -98,16 +101,38 @@ def aged(fork: T) -> T:
 
 
 def on_executor(executor: Executor | None, task: Callable[..., T], base: Forkable,
-                args: Sequence[tuple], hand_over: bool = False) -> list[T]:
+                args: Sequence[tuple], hand_over: bool = False,
+                stop: StopRequest | None = None, done: Callable[[int], None] | None = None
+                ) -> list[T | None]:
     """`task(base, *a)` for each `a` of `args`, in order: one after another here (None), or
     side by side on `executor` with `base` pickled once. `hand_over`: `base` is not needed
-    afterwards, so the last task here runs on it rather than on a copy (`HandedOver`)."""
+    afterwards, so the last task here runs on it rather than on a copy (`HandedOver`).
+    `stop`: once asked, tasks not yet started never start (None in their place); `done(i)`
+    is called as task i ends."""
     if executor is None or not picklable(args):
         last = HandedOver(base) if hand_over and args else base
-        return [task(last if i == len(args) - 1 else base, *a) for i, a in enumerate(args)]
+        results: list[T | None] = []
+        for i, a in enumerate(args):
+            results.append(None if stop is not None and stop.asked else
+                           task(last if i == len(args) - 1 else base, *a))
+            if done is not None and results[-1] is not None:
+                done(i)
+        return results
     blob = fork_blob(base)
     futures = [executor.submit(task, blob, *a) for a in args]
-    return [future.result() for future in futures]
+    index = {f: i for i, f in enumerate(futures)}
+    pending = set(futures)
+    while pending:
+        if stop is not None and stop.asked:
+            for f in pending:
+                f.cancel()  # those already handed to a worker go on, to their next slice
+            pending = {f for f in pending if not f.cancelled()}
+        ended, pending = wait(pending, timeout=STOP_POLL_S, return_when=FIRST_COMPLETED)
+        for f in ended:
+            if done is not None and not f.cancelled():
+                f.result()  # a task's error is raised here, as it is one after another
+                done(index[f])
+    return [None if f.cancelled() else f.result() for f in futures]
 
 
 def picklable(value: Any) -> bool:
@@ -181,12 +206,12 @@ def run_forks(base: Forkable, engines: Mapping[str, Policy | str], until: float 
     return [future.result() for future in futures]
 
 
-def run_fork(label: str, twin: Controller, until: float | None, budget_s: float | None
-             ) -> ForkRun:
+def run_fork(label: str, twin: Controller, until: float | None, budget_s: float | None,
+             stop: StopRequest | None = None) -> ForkRun:
     """`twin` (a Controller on a fork) run forward as `run_forks` runs each."""
     pickle_dict_views()  # in a worker process: the run is pickled back
     t0 = time.perf_counter()
-    complete = run_ahead(twin, until, None if budget_s is None else t0 + budget_s)
+    complete = run_ahead(twin, until, None if budget_s is None else t0 + budget_s, stop)
     return ForkRun(label, twin, complete, time.perf_counter() - t0)
 
 
@@ -200,10 +225,12 @@ def _values_as_list(view) -> tuple:
     return list, (list(view),)
 
 
-def run_ahead(controller: Controller, until: float | None, deadline: float | None = None) -> bool:
+def run_ahead(controller: Controller, until: float | None, deadline: float | None = None,
+              stop: StopRequest | None = None) -> bool:
     """Run to the end (or `until`); with a wall-clock `deadline`, in slices, stopping once it
-    has passed: a slow engine must not hold a what-if hostage. True when it got there."""
-    if deadline is None:
+    has passed: a slow engine must not hold a what-if hostage; with `stop`, in slices too,
+    stopping once it is asked. True when it got there."""
+    if deadline is None and stop is None:
         controller.run(until=until)
         return True
     backend = controller.backend
@@ -214,7 +241,8 @@ def run_ahead(controller: Controller, until: float | None, deadline: float | Non
             return True
         if (backend.now, controller.rounds) == before or controller.stalled:
             return True  # nothing more will happen (the run ended or stalled)
-        if time.perf_counter() > deadline:
+        if (deadline is not None and time.perf_counter() > deadline) or (
+                stop is not None and stop.asked):
             return False
     return True
 
@@ -416,7 +444,6 @@ def horizon_row(run: ForkRun, start: float, base_usage: Any, gone: Finished | No
         missed = sum(1 for d in gone.rejected_deadlines if d <= backend.now)
     done = job_metrics(j for j in jobs if j.state is JobState.COMPLETED and j.finish_time > start)
     rejected = [j for j in jobs if j.state is JobState.REJECTED and j.finish_time > start]
-    reasons = Counter(j.reason.removeprefix("rejected: ") for j in rejected).most_common(1)
     seen = sum(1 for j in jobs if not (j.state.finished and j.finish_time <= start))
     hits = round(done["deadline_hit_rate"] * done["deadline_jobs"]) if done["deadline_jobs"] else 0
     since = usage_since(backend.usage, base_usage)
@@ -428,7 +455,7 @@ def horizon_row(run: ForkRun, start: float, base_usage: Any, gone: Finished | No
             "deadline_hits": hits, "mean_jct_h": done["avg_jct_h"], "queued_at_end": queued,
             "unfinished": len(backend.active), "gpu_util": usage_metrics(since)["gpu_alloc_util"],
             "restarts": restarts + sum(j.restarts for j in jobs), "rounds": run.controller.rounds,
-            "jobs_seen": seen, "top_rejection": reasons[0][0] if reasons else ""}
+            "jobs_seen": seen, "top_rejection": commonest_rejection(rejected)}
 
 
 def usage_since(usage: Any, before: Any) -> Any:
@@ -547,16 +574,20 @@ class WhatIfResult:
     jct_h: dict[str, np.ndarray] = field(default_factory=dict)  # completed jobs' JCT per engine
     seconds: float = 0.0
     snapshot_at: float | None = None  # Unix time of the live cluster's snapshot (None: a fork)
+    left_out: list[str] = field(default_factory=list)  # engines a stop came before
 
 
 def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
-                    budget_s: float, executor: Executor | None = None
+                    budget_s: float, executor: Executor | None = None,
+                    stop: StopRequest | None = None, done: Callable[[str], None] | None = None
                     ) -> Callable[[], WhatIfResult]:
     """Fork `backend` now (a live cluster: its snapshot, see `look_ahead_base`); return a
     function running each engine of `names` on its own copy of the fork to `until` (None: the
     end), each for at most `budget_s` seconds of wall time; on `executor` side by side when
     given, else one after another (each copy dropped once measured; the last engine runs on
-    the fork itself, so the function runs once)."""
+    the fork itself, so the function runs once). Once `stop` is asked, the engines running
+    end at their next slice of rounds (their rows say so) and those not started are left out;
+    `done(name)` is called as each engine's run ends."""
     for name in names:
         check_engine(name)
     base, taken = look_ahead_base(backend)
@@ -566,32 +597,48 @@ def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
     def run() -> WhatIfResult:
         _run_once(ran)
         t0 = time.perf_counter()
-        rows, jct = [], {}
+        rows, jct, left_out = [], {}, []
         sides = on_executor(executor, what_if_side, base,
-                            [(name, until, budget_s) for name in names], hand_over=True)
-        for name, (row, times) in zip(names, sides):
+                            [(name, until, budget_s, stop) for name in names], hand_over=True,
+                            stop=stop, done=None if done is None else lambda i: done(names[i]))
+        for name, side in zip(names, sides):
+            if side is None:  # stopped before it started
+                left_out.append(name)
+                continue
+            row, times = side
             rows.append({**row, "note": (row["note"] + snapshot_note(taken)).strip()})
             jct[name] = times
-        return WhatIfResult(start, until, pd.DataFrame(rows), jct, time.perf_counter() - t0,
-                            taken)
+        table = pd.DataFrame(rows, columns=None if rows else WHAT_IF_ROW)
+        return WhatIfResult(start, until, table, jct, time.perf_counter() - t0, taken, left_out)
 
     return run
 
 
-def what_if_side(base: Forkable | bytes, name: str, until: float | None, budget_s: float
-                 ) -> tuple[dict[str, Any], np.ndarray]:
+def what_if_side(base: Forkable | bytes, name: str, until: float | None, budget_s: float,
+                 stop: StopRequest | None = None) -> tuple[dict[str, Any], np.ndarray]:
     """Engine `name` on its own copy of `base` (see `own_copy`): its what-if row and the
     JCTs (h) of the jobs it completed."""
     copy_of_base = Controller(own_copy(base), make_policy(name))
     with frozen_heap():  # the copy too
-        r = run_fork(name, copy_of_base, until, budget_s)
+        r = run_fork(name, copy_of_base, until, budget_s, stop)
     twin = r.controller
     m = run_metrics(twin.backend)
+    stopped = "" if r.complete else (
+        f"stopped on request after {r.seconds:.1f} s" if stop is not None and stop.asked
+        else f"stopped after {budget_s:g} s of wall time")
+    rejected = [j for j in twin.backend.jobs.values() if j.state is JobState.REJECTED]
+    why = f"rejected: {commonest_rejection(rejected)}" if rejected else ""
     row = {"policy": name, **{k: m[k] for k in WHAT_IF_COLUMNS},
            "stalled": len(twin.stalled), "ran_to_h": twin.backend.now / 3600,
-           "note": "" if r.complete else f"stopped after {budget_s:g} s of wall time",
-           "wall_s": r.seconds}
+           "note": "; ".join(n for n in (stopped, why) if n), "wall_s": r.seconds}
     return row, completed_jct_h(twin.backend.jobs.values())
+
+
+def commonest_rejection(rejected: Iterable[JobStatus]) -> str:
+    """The reason given most often among the `rejected` jobs ("" for none), without the
+    "rejected: " every such reason begins with."""
+    reasons = Counter(j.reason.removeprefix("rejected: ") for j in rejected).most_common(1)
+    return reasons[0][0] if reasons else ""
 
 
 def completed_jct_h(jobs: Iterable[JobStatus]) -> np.ndarray:

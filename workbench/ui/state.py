@@ -48,6 +48,7 @@ from ..policies import available, check_engine, make_policy
 from ..session import load_jobs, load_nodes, simulate
 from ..sim import SimBackend
 from ..sim.snapshot import Snapshot
+from ..stop import StopRequest
 from ..sweeps.executors import shared_pool
 from ..whatif import SwitchPreview, WhatIfResult
 from .busy import BackgroundWork
@@ -351,15 +352,18 @@ class WorkbenchState(RunControls):
         return result
 
     def prepare_what_if(self, policies: Sequence[str] | None = None, until: float | None = None,
-                        budget_s: float | None = None) -> Callable[[], WhatIfResult]:
+                        budget_s: float | None = None, stop: StopRequest | None = None,
+                        done: Callable[[str], None] | None = None
+                        ) -> Callable[[], WhatIfResult]:
         """Fork now; return a function that runs the engines on the fork. The function touches
-        nothing of this store, so it may run in a worker thread while the app goes on."""
+        nothing of this store, so it may run in a worker thread while the app goes on. `stop`
+        and `done`: see `whatif.prepare_what_if`."""
         backend = self._forkable("a what-if")
         budget = float(self.what_if_budget_s if budget_s is None else budget_s)
         names = list(policies or available())
         return self.background.track(f"what-if of {len(names)} engine{'s' * (len(names) > 1)}",
                                      whatif.prepare_what_if(backend, names, until, budget,
-                                                            self.executor()))
+                                                            self.executor(), stop, done))
 
     # ---- derived data -----------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
 
 from ...policies import available
+from ...stop import StopRequest
 from ...whatif import WhatIfResult
 from .. import export
 from ..state import WorkbenchState
@@ -36,8 +37,20 @@ def _shortfalls(result: WhatIfResult) -> str:
     if short.empty:
         return ""
     names = "; ".join(f"**{r.policy}** rejected {r.rejected} and left {r.unfinished} unfinished"
-                      f" of {r.jobs}" for r in short.itertuples())
+                      f" of {r.jobs}{f' ({r.note})' if r.note else ''}"
+                      for r in short.itertuples())
     return f"  \n⚠ {names}: their averages cover only the jobs they completed."
+
+
+def _progress(start: str, names: list[str], done: list[str], stop: StopRequest) -> str:
+    """The status line of a running what-if: its engines, how many have ended, and a stop."""
+    ended = list(done)  # a copy: the worker thread appends meanwhile
+    which = ", ".join(names) if len(names) <= 4 else f"{len(names)} engines"
+    line = f"running {which} from {start}… {len(ended)} of {len(names)} done"
+    if ended:
+        line += f" ({', '.join(ended)})"
+    return line + (" · stopping: each engine running ends at its next slice of rounds"
+                   if stop.asked else "")
 
 
 EMPTY_CDF = {"xs": [], "ys": [], "policy": [], "label": [], "colour": [], "dash": []}
@@ -64,13 +77,20 @@ class WhatIfView:
         self.run_button = pn.widgets.Button(label="Fork and run every engine", color="primary",
                                             width=240)
         self.run_button.on_click(self._run)
+        self.stop_button = pn.widgets.Button(label="Stop", width=90, disabled=True)
+        self.stop_button.on_click(self._stop)
+        self._running: tuple[str, list[str], list[str], StopRequest] | None = None
         self.status = pn.pane.Markdown("", margin=(0, 10))
         self.table = table(
             export.what_if(None), name="whatif-table", titles=RESULT_TITLES,
             counts=("jobs", "completed", "rejected", "unfinished", "restarts", "stalled"),
             hours=("avg_jct_h", "median_jct_h", "p95_jct_h", "makespan_h", "avg_queue_h",
                    "ran_to_h", "wall_s"), shares=("deadline_hit_rate", "gpu_alloc_util"),
-            wrap=("note",))
+            wrap=("note",),
+            # on a laptop's screen these give way first, so the notes stay in sight (the CSV
+            # has every column)
+            hide_first=("wall_s", "stalled", "ran_to_h", "restarts", "avg_queue_h",
+                        "median_jct_h", "p95_jct_h"))
         self.table.style.apply(_flag_shortfall, axis=1)
         self.download = csv_download("Download results (CSV)", "workbench-what-if.csv",
                                      lambda: export.what_if(self.current))
@@ -90,7 +110,8 @@ class WhatIfView:
         self.panel = pn.Column(
             pn.pane.Markdown("Fork the simulated cluster as it is now and run each engine from"
                              " here, on identical copies.", margin=(0, 10)),
-            widget_row(self.engines, self.horizon, self.run_button), self.status,
+            widget_row(self.engines, self.horizon, self.run_button, self.stop_button),
+            self.status,
             widget_row(pn.pane.Markdown("Averages are over each engine's completed jobs: read"
                                         " them with its completed and rejected counts.",
                                         margin=(0, 10), align="center"), self.download),
@@ -123,8 +144,11 @@ class WhatIfView:
         return self.result if self.result is not None else self.state.what_if_result
 
     def sync(self) -> None:
-        """Show this console's result once it is there (never another session's)."""
+        """Show this console's result once it is there (never another session's), and while
+        its what-if runs, how far it got."""
         self._follow_backend()
+        if self._running is not None:
+            self.status.object = _progress(*self._running)
         if self.current is not self._shown:
             self._shown = self.current
             self.show(self._shown)
@@ -139,19 +163,32 @@ class WhatIfView:
         names = list(self.engines.value) or available()
         until = self.state.now + self.horizon.value * 3600 if self.horizon.value else None
         self.run_button.disabled = True
-        self.status.object = (f"running {', '.join(names)} from"
-                              f" {self.state.hours(self.state.now):.2f} h…")
+        self.stop_button.disabled = False
+        done: list[str] = []  # appended to from the worker thread, read by `sync`
+        stop = StopRequest()
+        self._running = (f"{self.state.hours(self.state.now):.2f} h", names, done, stop)
+        self.status.object = _progress(*self._running)
         try:
             # Forks are taken now, on the app's thread; the runs proceed in a worker thread so
             # the console keeps updating meanwhile.
-            job = self.state.prepare_what_if(names, until)
+            job = self.state.prepare_what_if(names, until, stop=stop, done=done.append)
             what = f"a what-if of {len(names)} engine{'s' * (len(names) > 1)}"
             result = await asyncio.to_thread(self.state.heavy.guard(what, job))
             self.result, self._result_of = result, self.state.controller  # this console's only
         except Exception as e:  # noqa: BLE001 - shown to the user, the app carries on
             self.status.object = f"what-if not run: {e}"
         finally:
+            self._running = None
+            stop.close()
             self.run_button.disabled = False
+            self.stop_button.disabled = True
+
+    def _stop(self, _event) -> None:
+        """Ask the running what-if to stop: the engines running end at their next slice of
+        rounds and show how far they got; those not started are left out."""
+        if self._running is not None:
+            self._running[3].ask()
+            self.status.object = _progress(*self._running)
 
     def show(self, result: WhatIfResult | None) -> None:
         self.table.value = export.what_if(result)
@@ -160,5 +197,9 @@ class WhatIfView:
             return
         self.source.data = jct_cdf(result)
         until = "the end" if result.until is None else f"{self.state.hours(result.until):.2f} h"
-        self.status.object = (f"Forked at {self.state.hours(result.start):.2f} h, ran to {until} in"
-                              f" {result.seconds:.1f} s.{_shortfalls(result)}")
+        stopped = result.left_out or result.table["note"].str.contains("stopped on request").any()
+        ran = (f"stopped on request after {result.seconds:.1f} s"
+               f"{': ' + ', '.join(result.left_out) + ' not run' if result.left_out else ''}"
+               if stopped else f"ran to {until} in {result.seconds:.1f} s")
+        self.status.object = (f"Forked at {self.state.hours(result.start):.2f} h, {ran}."
+                              f"{_shortfalls(result)}")
