@@ -171,6 +171,36 @@ def test_a_progress_bar_is_one_line_high_in_a_tall_row(browser, server):
         p.close()
 
 
+def test_a_last_decision_keeps_its_time_and_unit_on_one_line(browser, server):
+    """At 1,366 px 'Place @ 0.05 h' wrapped before the 'h', left alone on a second line: the
+    column wraps in balanced lines now ('Place @' / '0.05 h'). Checked on the text's own
+    layout: the first digit of the time and the unit's 'h' sit on the same line."""
+    p = Page(browser, server)
+    try:
+        p.page.set_viewport_size({"width": 1366, "height": 1000})
+        p.tab("Jobs")
+        cells = ".jobs-table .tabulator-cell[tabulator-field=last_action]"
+
+        def tops():  # [(top of the time's first digit, top of its 'h')] of each decision shown
+            return p.page.locator(cells).evaluate_all("""els => els.map(e => {
+                const w = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+                const node = w.nextNode();
+                const s = node ? node.textContent : "";
+                const at = s.lastIndexOf(" @ ") + 3;
+                if (at < 3 || !s.endsWith(" h")) return null;
+                const top = (i) => { const r = document.createRange();
+                    r.setStart(node, i); r.setEnd(node, i + 1);
+                    return r.getBoundingClientRect().top; };
+                return [top(at), top(s.length - 1)];
+            }).filter(x => x)""")
+        seen = p.wait_for(lambda: p.click("Step") or ((t := tops()) and len(t) >= 5 and t),
+                          what="five decisions in the table")
+        assert all(abs(digit - unit) < 2 for digit, unit in seen), seen
+        assert p.errors == []
+    finally:
+        p.close()
+
+
 def test_on_a_laptop_screen_no_tab_scrolls_sideways(browser, server):
     """At 1,366 and 1,280 px the whole page scrolled sideways (by 19 and 62 px), on every tab:
     the Engine tab's charts stand two side by side, and a title as long as Tiresias's 'hours

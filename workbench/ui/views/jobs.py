@@ -51,9 +51,12 @@ def stable_order(jobs: pd.DataFrame) -> np.ndarray:
 
 # Tabulator's progress bar fills its cell's height: in a row grown by wrapped text it was a
 # block as tall as the row. One text line high, level with the first line of the other cells.
-PROGRESS_BAR_CSS = """
+# A last decision that wraps does so in balanced lines ("Place @" / "0.05 h"), not leaving
+# the "h" alone on the second.
+JOBS_TABLE_CSS = """
 .tabulator-cell[tabulator-field="progress"] > div { height: 1.4em !important; }
 .tabulator-cell[tabulator-field="progress"] > div > div:last-child { line-height: 1.4em; }
+.tabulator-cell[tabulator-field="last_action"] { text-wrap: balance; }
 """
 
 
@@ -69,7 +72,7 @@ class JobsView(View):
             hide_first=("ps", "arrival_h", "band", "last_action"),
             formatters={"progress": {"type": "progress", "max": 100, "legend": True,
                                      "legendAlign": "center", "color": "#9ecae1"}},
-            stylesheets=[PROGRESS_BAR_CSS],
+            stylesheets=[JOBS_TABLE_CSS],
         )
         self.search = pn.widgets.TextInput(placeholder="filter by job name…", width=220)
         self.state_filter = pn.widgets.MultiChoice(
