@@ -412,7 +412,7 @@ def test_a_stopped_what_if_runs_no_engine_after_the_stop():
         result = store.prepare_what_if(STOPPABLE[:3], stop=stop, done=done)()
     finally:
         stop.close()
-    assert ended == ["fifo"] and result.left_out == ["tiresias", "drf"]
+    assert ended == ["fifo"] and result.left_out == ["tiresias", "drf"] and result.stopped
     assert list(result.table.policy) == ["fifo"] and "stopped" not in result.table.note[0]
     assert result.table.completed[0] + result.table.rejected[0] == 160  # the whole workload
 
@@ -491,6 +491,7 @@ def test_a_what_if_row_names_why_its_engine_rejected_jobs():
     store.parallel_forks = False
     result = store.prepare_what_if(["dl2", "fifo"])()
     notes = dict(zip(result.table.policy, result.table.note))
+    assert not result.stopped and result.left_out == []
     assert result.table.rejected[0] > 0
     assert notes["dl2"] == "rejected: DL2 schedules parameter-server jobs only (switch engine"\
         " for all-reduce jobs)"

@@ -575,6 +575,7 @@ class WhatIfResult:
     seconds: float = 0.0
     snapshot_at: float | None = None  # Unix time of the live cluster's snapshot (None: a fork)
     left_out: list[str] = field(default_factory=list)  # engines a stop came before
+    stopped: bool = False  # a stop was asked while it ran
 
 
 def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
@@ -609,7 +610,8 @@ def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
             rows.append({**row, "note": (row["note"] + snapshot_note(taken)).strip()})
             jct[name] = times
         table = pd.DataFrame(rows, columns=None if rows else WHAT_IF_ROW)
-        return WhatIfResult(start, until, table, jct, time.perf_counter() - t0, taken, left_out)
+        return WhatIfResult(start, until, table, jct, time.perf_counter() - t0, taken, left_out,
+                            stop is not None and stop.asked)
 
     return run
 

@@ -9,6 +9,7 @@ minutes of CPU, so a read-only session may not start one, and a store runs one a
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import pandas as pd
 import panel as pn
@@ -42,15 +43,25 @@ def _shortfalls(result: WhatIfResult) -> str:
     return f"  \n⚠ {names}: their averages cover only the jobs they completed."
 
 
-def _progress(start: str, names: list[str], done: list[str], stop: StopRequest) -> str:
+class _Running(NamedTuple):
+    """A what-if this console runs now."""
+
+    start: str  # when it forked, as the console says it
+    names: list[str]  # its engines
+    done: list[str]  # those ended so far: appended to from the worker thread
+    stop: StopRequest
+
+
+def _progress(run: _Running) -> str:
     """The status line of a running what-if: its engines, how many have ended, and a stop."""
-    ended = list(done)  # a copy: the worker thread appends meanwhile
+    ended = list(run.done)  # a copy: the worker thread appends meanwhile
+    names = run.names
     which = ", ".join(names) if len(names) <= 4 else f"{len(names)} engines"
-    line = f"running {which} from {start}… {len(ended)} of {len(names)} done"
+    line = f"running {which} from {run.start}… {len(ended)} of {len(names)} done"
     if ended:
         line += f" ({', '.join(ended)})"
     return line + (" · stopping: each engine running ends at its next slice of rounds"
-                   if stop.asked else "")
+                   if run.stop.asked else "")
 
 
 EMPTY_CDF = {"xs": [], "ys": [], "policy": [], "label": [], "colour": [], "dash": []}
@@ -79,7 +90,7 @@ class WhatIfView:
         self.run_button.on_click(self._run)
         self.stop_button = pn.widgets.Button(label="Stop", width=90, disabled=True)
         self.stop_button.on_click(self._stop)
-        self._running: tuple[str, list[str], list[str], StopRequest] | None = None
+        self._running: _Running | None = None
         self.status = pn.pane.Markdown("", margin=(0, 10))
         self.table = table(
             export.what_if(None), name="whatif-table", titles=RESULT_TITLES,
@@ -148,7 +159,7 @@ class WhatIfView:
         its what-if runs, how far it got."""
         self._follow_backend()
         if self._running is not None:
-            self.status.object = _progress(*self._running)
+            self.status.object = _progress(self._running)
         if self.current is not self._shown:
             self._shown = self.current
             self.show(self._shown)
@@ -164,14 +175,13 @@ class WhatIfView:
         until = self.state.now + self.horizon.value * 3600 if self.horizon.value else None
         self.run_button.disabled = True
         self.stop_button.disabled = False
-        done: list[str] = []  # appended to from the worker thread, read by `sync`
-        stop = StopRequest()
-        self._running = (f"{self.state.hours(self.state.now):.2f} h", names, done, stop)
-        self.status.object = _progress(*self._running)
+        run = self._running = _Running(f"{self.state.hours(self.state.now):.2f} h", names, [],
+                                       StopRequest())
+        self.status.object = _progress(run)
         try:
             # Forks are taken now, on the app's thread; the runs proceed in a worker thread so
             # the console keeps updating meanwhile.
-            job = self.state.prepare_what_if(names, until, stop=stop, done=done.append)
+            job = self.state.prepare_what_if(names, until, stop=run.stop, done=run.done.append)
             what = f"a what-if of {len(names)} engine{'s' * (len(names) > 1)}"
             result = await asyncio.to_thread(self.state.heavy.guard(what, job))
             self.result, self._result_of = result, self.state.controller  # this console's only
@@ -179,7 +189,7 @@ class WhatIfView:
             self.status.object = f"what-if not run: {e}"
         finally:
             self._running = None
-            stop.close()
+            run.stop.close()
             self.run_button.disabled = False
             self.stop_button.disabled = True
 
@@ -187,8 +197,8 @@ class WhatIfView:
         """Ask the running what-if to stop: the engines running end at their next slice of
         rounds and show how far they got; those not started are left out."""
         if self._running is not None:
-            self._running[3].ask()
-            self.status.object = _progress(*self._running)
+            self._running.stop.ask()
+            self.status.object = _progress(self._running)
 
     def show(self, result: WhatIfResult | None) -> None:
         self.table.value = export.what_if(result)
@@ -197,9 +207,8 @@ class WhatIfView:
             return
         self.source.data = jct_cdf(result)
         until = "the end" if result.until is None else f"{self.state.hours(result.until):.2f} h"
-        stopped = result.left_out or result.table["note"].str.contains("stopped on request").any()
         ran = (f"stopped on request after {result.seconds:.1f} s"
                f"{': ' + ', '.join(result.left_out) + ' not run' if result.left_out else ''}"
-               if stopped else f"ran to {until} in {result.seconds:.1f} s")
+               if result.stopped else f"ran to {until} in {result.seconds:.1f} s")
         self.status.object = (f"Forked at {self.state.hours(result.start):.2f} h, {ran}."
                               f"{_shortfalls(result)}")
