@@ -236,7 +236,7 @@ def test_a_rigid_engine_rejects_a_job_bigger_than_the_cluster_at_its_requested_s
     Controller(backend, make_policy(engine)).run()
     big = backend.jobs["big"]
     assert big.state.value == "rejected"
-    assert big.reason == ("rejected: needs 16 GPUs at its requested size (16 workers), the whole"
+    assert big.reason == ("rejected: needs 16 GPUs at its requested size (16 workers), the"
                           " cluster has 8")
     assert all(backend.jobs[f"small-{i}"].state.value == "completed" for i in range(4))
 
@@ -247,6 +247,67 @@ def test_an_elastic_engine_runs_that_job_at_a_size_that_fits(engine):
     backend = SimBackend(make_cluster(2, 4), jobs)
     Controller(backend, make_policy(engine)).run()
     assert backend.jobs["big"].state.value == "completed"
+
+
+THREE_GPUS = Resources(cpu=4, mem=16, gpu=3)
+
+
+@pytest.mark.parametrize("engine", ["fifo", "tiresias", "drf", "optimus", "kube-default", "dragon",
+                                    "qos"])
+def test_a_job_whose_workers_cannot_be_packed_onto_the_nodes_is_rejected(engine):
+    """Four 3-GPU workers on three 4-GPU nodes: 12 GPUs are there, but a worker cannot span
+    nodes, so at most three run. The GPU total let it through: FIFO and Tiresias held it at
+    the head of their queue and the run ended with the job behind it rejected as stalled."""
+    jobs = [_job("wide", workers=4, min_workers=4, worker_demand=THREE_GPUS),
+            _job("after", arrival=60.0)]
+    backend = SimBackend(make_cluster(3, 4), jobs)
+    Controller(backend, make_policy(engine)).run()
+    wide, after = backend.jobs["wide"], backend.jobs["after"]
+    assert wide.state.value == "rejected" and wide.first_start is None
+    assert wide.reason == ("rejected: needs 4 workers, the nodes hold at most 3 (one takes"
+                           " 3 GPUs, 4 CPUs, 16 GiB memory of a node)")
+    assert after.state.value == "completed"
+
+
+@pytest.mark.parametrize("engine", ["fifo", "tiresias"])
+def test_a_rigid_engine_rejects_a_requested_size_its_nodes_cannot_pack(engine):
+    """The same job with a minimum of 1: an elastic engine may run it smaller, an engine that
+    only runs it as requested rejects it, naming the size."""
+    jobs = [_job("wide", workers=4, min_workers=1, worker_demand=THREE_GPUS)]
+    backend = SimBackend(make_cluster(3, 4), jobs)
+    Controller(backend, make_policy(engine)).run()
+    assert backend.jobs["wide"].reason == (
+        "rejected: needs 4 workers at its requested size, the nodes hold at most 3 (one takes"
+        " 3 GPUs, 4 CPUs, 16 GiB memory of a node)")
+    backend = SimBackend(make_cluster(3, 4), jobs)
+    Controller(backend, make_policy("optimus")).run()
+    assert backend.jobs["wide"].state.value == "completed"
+
+
+def test_the_session_refuses_what_no_engine_could_pack():
+    from workbench.session import refusals
+
+    jobs = [_job("wide", workers=4, min_workers=4, worker_demand=THREE_GPUS),
+            _job("shrinks", workers=4, min_workers=3, worker_demand=THREE_GPUS),
+            _job("servers", workers=1, num_ps=4, ps_demand=Resources(cpu=30, mem=8))]
+    # "shrinks" runs at 3 workers; four 30-CPU servers need 120 CPUs of 144, one per node
+    assert refusals(jobs, make_cluster(3, 4)) == {
+        "wide": "rejected: needs 4 workers, the nodes hold at most 3 (one takes 3 GPUs, 4 CPUs,"
+                " 16 GiB memory of a node)",
+        "servers": "rejected: needs 4 parameter servers, the nodes hold at most 3 (one takes"
+                   " 30 CPUs, 8 GiB memory of a node)"}
+
+
+def test_qos_without_autoscaling_keeps_a_job_waiting_through_an_outage():
+    """QoS with autoscaling off runs a job at its submitted size, which only the whole cluster
+    holds: arriving while a node is down, it waits for the node instead of being rejected."""
+    from workbench.sim.engine import Fault
+
+    jobs = [_job("whole", arrival=60.0, workers=8, min_workers=1, max_workers=8)]
+    backend = SimBackend(make_cluster(2, 4), jobs, faults=[Fault(0.0, "node-01", 3600.0)])
+    Controller(backend, make_policy("qos", autoscaling=False)).run()
+    whole = backend.jobs["whole"]
+    assert whole.state.value == "completed" and whole.first_start >= 3600.0
 
 
 @pytest.mark.parametrize("engine", ["fifo", "tiresias", "optimus"])

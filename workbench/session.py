@@ -11,8 +11,9 @@ mean the same thing (and fail with the same one-line message) wherever they are 
     controller.run()
 
 A workload is checked against its cluster in one place, `refusals`: a job that even at its
-smallest size needs more than the whole cluster holds (99,999 GPUs of 64), or with one task
-bigger than every node, can never run. `simulate` gives its Controller those verdicts, and it
+smallest size needs more than the whole cluster holds (99,999 GPUs of 64), with one task
+bigger than every node, or with more workers than the nodes hold (a task cannot span nodes),
+can never run. `simulate` gives its Controller those verdicts, and it
 rejects each such job with its reason when the job arrives, before any engine sees it: the
 CLI's results, the app's Jobs and Decisions and a notebook's `Workbench()` all show the same
 rejection, and no engine, forecast or view spends time on a job that cannot run.
@@ -34,7 +35,8 @@ from .clusters import parse_cluster
 from .control import Controller, RoundReport
 from .errors import ConfigError
 from .metrics import FragmentationMeter
-from .model import JobSpec, Node, Reject, Resources
+from .model import JobSpec, Node, Reject
+from .placement.ledger import shape_refusal
 from .placement.state import workload_of_jobs
 from .policies import make_policy
 from .policies.base import Policy
@@ -75,49 +77,27 @@ def make_engine(policy: str | Policy, options: dict[str, Any] | None = None) -> 
     return make_policy(policy, **(options or {})) if isinstance(policy, str) else policy
 
 
-RESOURCES = ("CPUs", "GiB memory", "GPUs")
-SAY_FIRST = (2, 0, 1)  # a job short of GPUs is said to be, before its CPUs or memory
-
-
 def refusals(jobs: Sequence[JobSpec], nodes: Sequence[Node]) -> dict[str, str]:
     """Job name -> why it can never run on `nodes`, for each such job: at its minimum size its
     workers and parameter servers together need more of a resource than the whole cluster has
     ("rejected: needs 99,999 GPUs, the cluster has 64"), or one of its tasks needs more than
-    the largest node ("... one worker needs 8 GPUs, the largest node has 4"). The one check of
-    a workload against its cluster, for the CLI and the app alike (see the module docstring)."""
+    the largest node ("... one worker needs 8 GPUs, the largest node has 4"), or more of its
+    workers than the nodes hold ("... needs 4 workers, the nodes hold at most 3 (one takes
+    3 GPUs, ...)"). The one check of a workload against its cluster, for the CLI and the app
+    alike (see the module docstring), by the engines' rule (`placement.ledger.shape_refusal`)."""
     if not jobs or not nodes:
         return {}
     capacity = np.array([[n.cpus, n.mem, n.gpus] for n in nodes], dtype=float)
-    have, largest = capacity.sum(axis=0), capacity.max(axis=0)
     # A trace has few distinct shapes (82,247 Philly jobs, a few dozen): judge each once.
     shapes: dict[tuple, str | None] = {}
     verdicts: dict[str, str] = {}
     for job in jobs:
         shape = (job.worker_demand, job.ps_demand, job.min_workers, job.num_ps)
         if shape not in shapes:
-            shapes[shape] = _shape_refusal(*shape, have, largest)
+            shapes[shape] = shape_refusal(capacity, *shape)
         if (why := shapes[shape]) is not None:
             verdicts[job.name] = why
     return verdicts
-
-
-def _shape_refusal(worker: Resources, ps: Resources, workers: int, num_ps: int,
-                   have: np.ndarray, largest: np.ndarray) -> str | None:
-    """`refusals`' verdict for one job shape on a cluster of totals `have` whose largest node
-    has `largest` (both [CPUs, GiB, GPUs])."""
-    eps = 1e-9
-    need = worker.as_array() * workers + ps.as_array() * num_ps
-    tasks = [("worker", worker.as_array())] + ([("parameter server", ps.as_array())]
-                                               if num_ps else [])
-    for r in SAY_FIRST:
-        if need[r] > have[r] + eps:
-            return f"rejected: needs {need[r]:,g} {RESOURCES[r]}, the cluster has {have[r]:,g}"
-    for r in SAY_FIRST:
-        for task, demand in tasks:
-            if demand[r] > largest[r] + eps:
-                return (f"rejected: one {task} needs {demand[r]:,g} {RESOURCES[r]}, the largest"
-                        f" node has {largest[r]:,g}")
-    return None
 
 
 class AdmittingController(Controller):

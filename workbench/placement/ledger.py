@@ -369,17 +369,55 @@ def never_fits(job: JobStatus, state: ClusterState, workers: int | None = None) 
     spec = job.spec
     # every node, those down too: a job that fits the cluster once they recover waits for them
     # (a rigid job rejected during an outage would be lost to it)
-    cap = state.capacity
-    if not len(cap):
-        return None  # no node yet: wait for some rather than reject
     n = spec.min_workers if workers is None else workers
-    need = spec.worker_demand.as_array() * n + spec.ps_demand.as_array() * spec.num_ps
-    have = cap.sum(axis=0)
-    size = "" if workers is None else f" at its requested size ({n:,} workers)"
-    for r, name in ((GPU, "GPUs"), (CPU, "CPUs"), (MEM, "GiB memory")):  # GPUs said first
+    size = "" if n == spec.min_workers else " at its requested size"
+    return shape_refusal(state.capacity, spec.worker_demand, spec.ps_demand, n, spec.num_ps, size)
+
+
+_SAY_FIRST = ((GPU, "GPUs"), (CPU, "CPUs"), (MEM, "GiB memory"))  # a job short of GPUs is said to be
+
+
+def shape_refusal(capacity: np.ndarray, worker: Resources, ps: Resources, workers: int,
+                  num_ps: int, size: str = "") -> str | None:
+    """Why `workers` workers and `num_ps` parameter servers of these demands can never all be
+    placed on nodes of `capacity` (nodes x [CPU, MEM, GPU]), even empty; or None. The one rule
+    for the session's check of a workload and the engines': their totals, each task against
+    the largest node, and each kind of task against how many of it the nodes hold (a task
+    cannot span nodes: four 3-GPU workers never fit three 4-GPU nodes, though 12 GPUs do).
+    Workers and servers competing for the same nodes are not judged together (bin packing):
+    a job that passes may still never fit, and waits. `size` follows the count in the text."""
+    if not len(capacity):
+        return None  # no node yet: wait for some rather than reject
+    w, p = worker.as_array(), ps.as_array()
+    need = w * workers + p * num_ps
+    have, largest = capacity.sum(axis=0), capacity.max(axis=0)
+    unit = f" ({workers:,} workers)" if size else ""
+    for r, name in _SAY_FIRST:
         if need[r] > have[r] + _EPS:
-            return f"rejected: needs {need[r]:,g} {name}{size}, the whole cluster has {have[r]:,g}"
+            return f"rejected: needs {need[r]:,g} {name}{size}{unit}, the cluster has {have[r]:,g}"
+    tasks = [("worker", w, workers)] + ([("parameter server", p, num_ps)] if num_ps else [])
+    for r, name in _SAY_FIRST:
+        for task, demand, _ in tasks:
+            if demand[r] > largest[r] + _EPS:
+                return (f"rejected: one {task} needs {demand[r]:,g} {name}, the largest node"
+                        f" has {largest[r]:,g}")
+    for task, demand, count in tasks:
+        held = _most_tasks(capacity, demand)
+        if held < count:
+            takes = ", ".join(f"{demand[r]:,g} {name}" for r, name in _SAY_FIRST if demand[r] > 0)
+            return (f"rejected: needs {count:,} {task}s{size}, the nodes hold at most {held:,}"
+                    f" (one takes {takes} of a node)")
     return None
+
+
+def _most_tasks(capacity: np.ndarray, demand: np.ndarray) -> float:
+    """How many tasks of `demand` the empty nodes hold together (inf for a task needing
+    nothing)."""
+    used = demand > 0
+    if not used.any():
+        return math.inf
+    per_node = np.floor(capacity[:, used] / demand[used] + _EPS).min(axis=1)
+    return int(per_node.sum())
 
 
 def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
@@ -406,4 +444,4 @@ def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
     return text
 
 
-__all__ = ["MEM", "Ledger", "describe_shortfall", "never_fits"]
+__all__ = ["MEM", "Ledger", "describe_shortfall", "never_fits", "shape_refusal"]

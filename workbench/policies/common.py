@@ -40,9 +40,10 @@ def cluster_signature(state: ClusterState) -> tuple:
     last_key, signature = _LAST_SIGNATURE
     if key != last_key:
         up = state.capacity[state.node_up]
-        # the whole cluster's totals too: `impossible` judges against every node, down or up
+        # every node's capacity too: `impossible` judges against every node, down or up, and
+        # how many tasks they hold depends on each node's size, not only on the totals
         signature = tuple(up.sum(axis=0).round(6)) + tuple(up.max(axis=0, initial=0).round(6)) \
-            + tuple(state.capacity.sum(axis=0).round(6))
+            + (hash(state.capacity.tobytes()),)
         _LAST_SIGNATURE = (key, signature)
     return signature
 
@@ -57,7 +58,7 @@ def impossible(state: ClusterState, job: JobStatus, signature: tuple | None = No
     spec = job.spec
     w, p = spec.worker_demand, spec.ps_demand  # by their fields: a tuple of floats hashes faster
     n = spec.initial_workers if rigid else spec.min_workers
-    key = (w.cpu, w.mem, w.gpu, n, rigid, p.cpu, p.mem, p.gpu, spec.num_ps,
+    key = (w.cpu, w.mem, w.gpu, n, spec.min_workers, p.cpu, p.mem, p.gpu, spec.num_ps,
            signature or cluster_signature(state))
     verdict = _VERDICTS.get(key, _UNKNOWN)
     if verdict is _UNKNOWN:
@@ -89,7 +90,8 @@ class CheckedOnce:
     trace, so each is checked once per cluster shape rather than every round. Rejections come
     in the order of `jobs`, as `reject_impossible` gives them."""
 
-    def __init__(self) -> None:
+    def __init__(self, rigid: bool = False) -> None:
+        self.rigid = rigid  # see `impossible`
         self._fine: dict[str, JobSpec] = {}  # pending jobs that can run on `_fine_on`
         self._fine_on: tuple | None = None  # the cluster signature they were checked on
 
@@ -103,7 +105,7 @@ class CheckedOnce:
         bad: dict[str, str] = {}
         for job in unchecked:
             if job.state is JobState.PENDING:  # `impossible` passes any other job
-                why = impossible(state, job, signature)
+                why = impossible(state, job, signature, self.rigid)
                 if why:
                     bad[job.name] = why
                 else:

@@ -142,7 +142,8 @@ class QosPolicy(Policy):
         self._events: deque[dict[str, Any]] = deque(maxlen=history)
         self._view_args: tuple[float, dict[str, Plan]] = (0.0, {})
         self._max_cache: dict[tuple, int] = {}
-        self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
+        # a waiting job checked once per cluster shape; at its submitted size without autoscaling
+        self._reject_impossible = CheckedOnce(rigid=not autoscaling)
         self._up_seen: tuple | None = None  # (node_up as bytes, its count of nodes up)
 
     def reset(self) -> None:
@@ -151,7 +152,7 @@ class QosPolicy(Policy):
 
     def __getstate__(self) -> dict:
         # a copy runs on another backend's jobs: what was kept per job is remade as asked
-        return {**self.__dict__, "_reject_impossible": CheckedOnce()}
+        return {**self.__dict__, "_reject_impossible": CheckedOnce(self._reject_impossible.rigid)}
 
     def next_wakeup(self, state: ClusterState | None) -> float | None:
         now, plans = self._view_args
@@ -234,6 +235,8 @@ class QosPolicy(Policy):
         (scale-ups of running jobs, starts of waiting ones, making room where needed); give
         idle resources away if `use_idle`; start best-effort jobs last."""
         self._now = state.now
+        if self._reject_impossible.rigid == self.autoscaling:  # without autoscaling, as submitted
+            self._reject_impossible = CheckedOnce(rigid=not self.autoscaling)
         actions, jobs = self._reject_impossible(state, list(state.active))
         if not jobs:
             self._view_args = (state.now, {})
@@ -288,9 +291,12 @@ class QosPolicy(Policy):
         for p in waiting:
             cap = len(p.rates) - 1
             if not self.autoscaling and p.job.spec.initial_workers > cap:
-                actions.append(Reject(p.job.name, f"rejected: needs"
-                                      f" {units(p.job, p.job.spec.initial_workers)} at its submitted"
-                                      f" size, the whole cluster holds {units(p.job, cap)}"))
+                # the whole cluster holds it (else rejected above): some nodes are down
+                text = (f"waiting: needs {units(p.job, p.job.spec.initial_workers)} at its"
+                        f" submitted size, the nodes up hold {units(p.job, cap)}; waits for"
+                        " nodes to recover")
+                if p.job.reason != text:
+                    actions.append(Wait(p.job.name, text))
                 continue
             if self.scheduling and p.cls in BEST_EFFORT:
                 if p.cls == LATE and self.reject_late and p.job.state is JobState.PENDING:
