@@ -284,6 +284,20 @@ def test_a_rigid_engine_rejects_a_requested_size_its_nodes_cannot_pack(engine):
     assert backend.jobs["wide"].state.value == "completed"
 
 
+def test_a_worker_too_big_for_the_pieces_free_is_said_to_wait_for_room_not_for_gpus():
+    """Four 3-GPU workers while a 2-GPU job runs on one of four 4-GPU nodes: 14 GPUs are free
+    and the reason says so, with room for only three such workers (it said "9 free")."""
+    jobs = [_job("one", worker_demand=Resources(cpu=4, mem=16, gpu=2), frac=0.5),
+            _job("wide", arrival=10.0, workers=4, min_workers=4, worker_demand=THREE_GPUS)]
+    backend = SimBackend(make_cluster(4, 4), jobs)
+    controller = Controller(backend, make_policy("fifo"))
+    controller.run(until=100.0)
+    assert backend.jobs["wide"].reason == ("waiting: needs 12 GPUs as 4 workers of 3; 14 free,"
+                                           " room for 3 such workers")
+    controller.run()
+    assert backend.jobs["wide"].state.value == "completed"
+
+
 def test_the_session_refuses_what_no_engine_could_pack():
     from workbench.session import refusals
 

@@ -435,6 +435,11 @@ def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
     per = _whole(d.gpu) if d.gpu >= 1 else 1
     if free_tasks < workers:
         text = f"waiting: needs {workers * per} {unit}, {free_tasks * per} free in the cluster"
+        if d.gpu >= 1:  # GPUs free in pieces smaller than a worker, or on nodes short of CPUs
+            free = int(np.floor(ledger.free[:, GPU] + _EPS).sum())
+            if free > free_tasks * per:
+                text = (f"waiting: needs {workers * per} {unit} as {workers} workers of {per};"
+                        f" {free} free, room for {free_tasks} such workers")
     else:
         text = (f"waiting: needs {workers * per} {unit}; {free_tasks * per} free but spread,"
                 f" largest block {block * per}")
