@@ -241,6 +241,21 @@ def test_a_rigid_engine_rejects_a_job_bigger_than_the_cluster_at_its_requested_s
     assert all(backend.jobs[f"small-{i}"].state.value == "completed" for i in range(4))
 
 
+def test_strict_fifo_rejects_an_impossible_job_as_it_arrives_not_at_the_head():
+    """A job too big for the cluster at its requested size, queued behind a head that waits for
+    a long job's GPUs, is rejected in the round after it arrives; it used to wait "behind" the
+    head until the head started."""
+    jobs = [_job("long", workers=8, frac=0.5), _job("head", arrival=30.0, workers=8),
+            _job("big", arrival=60.0, workers=16, min_workers=1, max_workers=16),
+            _job("next", arrival=120.0, workers=2)]
+    backend = SimBackend(make_cluster(2, 4), jobs)
+    Controller(backend, make_policy("fifo")).run()
+    big, head = backend.jobs["big"], backend.jobs["head"]
+    assert big.state.value == "rejected" and big.reason.startswith("rejected: needs 16 GPUs")
+    assert big.finish_time <= 120.0 < head.first_start
+    assert all(backend.jobs[n].state.value == "completed" for n in ("long", "head", "next"))
+
+
 @pytest.mark.parametrize("engine", ["optimus", "pollux"])
 def test_an_elastic_engine_runs_that_job_at_a_size_that_fits(engine):
     jobs = [_job("big", workers=16, min_workers=1, max_workers=16)]

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from ..model import Action, ClusterState, Place, Reject, Wait
+from ..model import Action, ClusterState, Place, Wait
 from .base import Policy, register
-from .common import MAX_WAIT_REASONS, cluster_signature, impossible, list_or_view, wait_reason
+from .common import MAX_WAIT_REASONS, NewArrivalCheck, list_or_view, wait_reason
 from .teaching import queue_facts, queue_rows
 
 NAMED_BEHIND_HEAD = 3  # queued jobs whose reason names the job at the head
@@ -26,16 +26,27 @@ class FifoPolicy(Policy):
     def __init__(self, backfill: bool = False, round_interval: float = 60.0) -> None:
         self.backfill = backfill
         self.round_interval = round_interval
+        # a job that can never run at its requested size is rejected as it arrives, not when
+        # it reaches the head of the queue, having waited "behind" others meanwhile
+        self._arrivals = NewArrivalCheck(rigid=True)
+
+    def forget_cluster(self) -> None:
+        self._arrivals = NewArrivalCheck(rigid=True)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_arrivals": NewArrivalCheck(rigid=True)}  # checks anew
 
     def schedule(self, state: ClusterState) -> list[Action]:
         queue = state.iter_waiting()  # oldest first
-        actions: list = []
-        signature = cluster_signature(state)
+        actions: list = self._arrivals.reject(state)
+        rejected = {a.job for a in actions}
         ledger = None  # made when a job is tried: not in a round whose head waits as before
         free_gpus = 0.0
         blocked_by = None
         pos = -1
         for job in queue:
+            if rejected and job.name in rejected:
+                continue
             pos += 1
             if blocked_by is not None and not self.backfill:
                 # The next few name the head; the rest get a reason that stays true when the
@@ -50,11 +61,9 @@ class FifoPolicy(Policy):
                     for late in reversed(list_or_view(queue)):
                         if late.reason == r:
                             break
-                        actions.append(Wait(late.name, r))
+                        if late.name not in rejected:
+                            actions.append(Wait(late.name, r))
                     break
-                continue
-            if (why := impossible(state, job, signature, rigid=True)) is not None:
-                actions.append(Reject(job.name, why))
                 continue
             n = job.spec.initial_workers
             head = None
