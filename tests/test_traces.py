@@ -209,6 +209,10 @@ def test_load_trace_forms(tmp_path):
         load_trace("nonsense")
     with pytest.raises(ConfigError, match="synthetic option 'bogus'"):
         load_trace("synthetic:bogus=1")
+    # a negative factor is a number out of range, not a range missing its low end
+    with pytest.raises(ConfigError, match=r"deadline factor must be > 0 .*got -1\.0$"):
+        load_trace("synthetic:n=3,deadline=-1")
+    assert {j.deadline is not None for j in load_trace("synthetic:n=3,deadline=1.5-4")} == {True}
     with pytest.raises(InputError, match="no such file"):
         load_trace(str(tmp_path / "gone.csv"))
 

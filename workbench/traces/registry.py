@@ -126,9 +126,9 @@ def _synthetic_options(arg: str, seed: int) -> dict:
             elif key == "deadline":
                 if value.lower() == "none":
                     options["deadline_factor"] = None
-                elif "-" in value:
-                    low, high = value.split("-", 1)
-                    options["deadline_factor"] = (float(low), float(high))
+                elif "-" in value[1:]:  # a range LOW-HIGH (a leading '-' is a sign)
+                    cut = value.index("-", 1)
+                    options["deadline_factor"] = (float(value[:cut]), float(value[cut + 1:]))
                 else:
                     options["deadline_factor"] = float(value)
             elif key == "max_workers":
