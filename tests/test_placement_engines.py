@@ -90,6 +90,38 @@ def test_fgd_fragments_less_than_random_in_the_simulator():
     assert np.mean(frag["fgd"]) < 0.95 * np.mean(frag["random"]), frag
 
 
+def test_a_workloads_task_sizes_are_counted_not_listed_task_by_task():
+    """The fragmentation workload weighs each task shape by its count: the same classes as
+    listing every task, and a job of 10^8 replicas costs one entry (it took a minute and
+    gigabytes, listed)."""
+    import dataclasses
+
+    from workbench.placement.fragmentation import task_classes
+
+    jobs = openb_jobs(sharing_pods(2), n=60, interval=30.0, max_duration=3600)
+    counted = workload_of_jobs(jobs)
+    tasks = [(t.cpu_milli, t.num_gpu, t.gpu_milli, t.gpu_models) for t, n in
+             zip(*_shapes_and_counts(jobs)) for _ in range(n)]
+    listed = task_classes(*zip(*tasks), coverage=1.0)
+    for field in ("cpu_milli", "num_gpu", "gpu_milli", "weight"):
+        assert np.array_equal(getattr(counted, field), getattr(listed, field)), field
+    huge = dataclasses.replace(jobs[0], name="huge", initial_workers=10**8, max_workers=10**8)
+    assert workload_of_jobs([huge]).weight.tolist() == [1.0]
+
+
+def _shapes_and_counts(jobs):
+    from workbench.placement.state import Task
+
+    counts: dict = {}
+    for spec in jobs:
+        task = Task.from_resources(spec.worker_demand)
+        counts[task] = counts.get(task, 0) + spec.initial_workers
+        if spec.num_ps:
+            ps = Task.from_resources(spec.ps_demand)
+            counts[ps] = counts.get(ps, 0) + spec.num_ps
+    return list(counts), list(counts.values())
+
+
 def test_fragmentation_meter_matches_a_fresh_measure_as_the_cluster_changes():
     jobs = openb_jobs(sharing_pods(1), n=80, interval=30.0, max_duration=3600)
     backend = SimBackend(small_cluster(), jobs)

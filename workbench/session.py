@@ -141,6 +141,7 @@ def simulate(nodes: Sequence[Node], jobs: Sequence[JobSpec], policy: str | Polic
                                      make_engine(policy, policy_options),
                                      [(j, verdicts[j.name]) for j in jobs if j.name in verdicts])
     controller.recorder.timeline_every = timeline_every
-    if fragmentation and jobs:
-        controller.recorder.fragmentation = FragmentationMeter(workload_of_jobs(jobs))
+    runnable = [j for j in jobs if j.name not in verdicts]  # a refused job places no task
+    if fragmentation and runnable:
+        controller.recorder.fragmentation = FragmentationMeter(workload_of_jobs(runnable))
     return controller

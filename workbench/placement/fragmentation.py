@@ -52,28 +52,34 @@ class TaskClasses:
 
 def task_classes(cpu_milli: Sequence[int], num_gpu: Sequence[int], gpu_milli: Sequence[int],
                  gpu_models: Sequence[frozenset[str] | None] | None = None,
-                 mem_mib: Sequence[int] | None = None, *, coverage: float = 0.95
-                 ) -> TaskClasses:
+                 mem_mib: Sequence[int] | None = None, *, coverage: float = 0.95,
+                 counts: Sequence[int] | None = None) -> TaskClasses:
     """The most frequent distinct task shapes, most frequent first, until they cover
     `coverage` of all tasks; their weights renormalised to sum to 1.
 
     A shape is (CPU, per-GPU milli, GPU count, allowed models), plus memory if `mem_mib` is
-    given. The FGD paper's simulator keeps shapes up to 95% popularity this way.
+    given. The FGD paper's simulator keeps shapes up to 95% popularity this way. `counts`:
+    how many tasks each entry stands for (default one each), so a job of 10^8 replicas is one
+    entry, not 10^8.
     """
-    n = len(cpu_milli)
-    if n == 0:
+    entries = len(cpu_milli)
+    if entries == 0:
         raise ValueError("task_classes: no tasks")
-    models = list(gpu_models) if gpu_models is not None else [None] * n
-    mems = np.asarray(mem_mib, dtype=np.int64) if mem_mib is not None else np.zeros(n, np.int64)
+    tally = [1] * entries if counts is None else [int(c) for c in counts]
+    n = sum(tally)
+    models = list(gpu_models) if gpu_models is not None else [None] * entries
+    mems = (np.asarray(mem_mib, dtype=np.int64) if mem_mib is not None
+            else np.zeros(entries, np.int64))
     cpu = np.asarray(cpu_milli, dtype=np.int64)
     num = np.asarray(num_gpu, dtype=np.int64)
     milli = np.where(num > 0, np.asarray(gpu_milli, dtype=np.int64), 0)
-    counts: dict[tuple, int] = {}
-    for key in zip(cpu.tolist(), mems.tolist(), num.tolist(), milli.tolist(), models):
-        counts[key] = counts.get(key, 0) + 1
+    seen: dict[tuple, int] = {}
+    keys = zip(cpu.tolist(), mems.tolist(), num.tolist(), milli.tolist(), models)
+    for key, c in zip(keys, tally):
+        seen[key] = seen.get(key, 0) + c
     # Most frequent first; equal counts in a fixed order so the result never depends on input
     # order.
-    ranked = sorted(counts.items(),
+    ranked = sorted(seen.items(),
                     key=lambda kv: (-kv[1], kv[0][:4], sorted(kv[0][4] or ())))
     kept, covered = [], 0
     for key, count in ranked:

@@ -304,11 +304,10 @@ def workload_of_counts(counts: dict[Task, int]) -> TaskClasses:
     shapes = [t for t, n in counts.items() if n > 0]
     if not shapes:
         raise ValueError("workload_of_counts: no tasks")
-    reps = np.array([counts[t] for t in shapes])
-    return task_classes(*(np.repeat([getattr(t, f) for t in shapes], reps)
+    return task_classes(*([getattr(t, f) for t in shapes]
                           for f in ("cpu_milli", "num_gpu", "gpu_milli")),
-                        [t.gpu_models for t, n in zip(shapes, reps) for _ in range(n)],
-                        coverage=1.0)
+                        [t.gpu_models for t in shapes], coverage=1.0,
+                        counts=[counts[t] for t in shapes])
 
 
 def workload_of_jobs(specs: Iterable[JobSpec]) -> TaskClasses:
