@@ -228,6 +228,9 @@ POLLUX_HEADER = "name,time,application,num_replicas,batch_size\n"
     ("a,0,ncf,1.5,256\n", 2, "num_replicas", "a positive integer, got '1.5'"),
     ("a,0,ncf,1,256\n\nb,x,ncf,1,256\n", 4, "time", "a non-negative number, got 'x'"),
     ("a,-1,ncf,1,256\n", 2, "time", "a non-negative number, got '-1'"),
+    # a time this far out has no millisecond left: the job "finished" at its arrival, in 0 h
+    ("a,1e300,ncf,1,256\n", 2, "time", "a non-negative number up to 9,007,199,254,741,"
+     " got '1e300'"),
     ("a,0,resnet,1,256\n", 2, "application", "one of bert, cifar10"),
     ("a,0,ncf,1,\n", 2, "batch_size", "a positive integer, got ''"),
     (",0,ncf,1,256\n", 2, "name", "a non-empty name, got ''"),
@@ -259,6 +262,8 @@ def test_pollux_example_message(tmp_path):
      "expected a positive number, got '0'"),
     ("timestamp,duration,num_gpus\n2017-10-09 07:01:55,-5,1\n", 2, "duration",
      "expected a positive number, got '-5'"),
+    ("timestamp,duration,num_gpus\n2017-10-09 07:01:55,1e20,1\n", 2, "duration",
+     "expected a positive number up to 9,007,199,254,741, got '1e20'"),
     ("timestamp,duration,num_gpus\n2017-10-09 07:01:55,5,1\nyesterday,5,1\n", 3, "timestamp",
      "expected a timestamp like 2017-10-09 07:01:55, got 'yesterday'"),
     ("timestamp,duration,num_gpus\n2017-13-09 07:01:55,5,1\n", 2, "timestamp",

@@ -32,6 +32,9 @@ EXPECTED = {
     "name": "a non-empty name",
 }
 MAX_INT = 2**53  # integers above this lose precision as floats (and overflow int64 further up)
+# Times and durations (the float kinds) above this lose millisecond resolution as floats: a job
+# arriving at 1e300 s would "finish" at its arrival, in no time.
+MAX_SECONDS = 2**53 / 1000
 MAX_LINE = 1 << 16  # bytes in one row of a trace CSV
 MAX_NAME = 253  # characters in a job name (a Kubernetes object name's limit)
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -47,11 +50,13 @@ def bad_names(values: np.ndarray) -> np.ndarray:
 
 def bad_numbers(values: np.ndarray, kind: str) -> np.ndarray:
     """The mask of values that are not finite or not of `kind` (a positive/non-negative
-    int/float); integers must also be at most `MAX_INT`."""
+    int/float); integers must also be at most `MAX_INT`, floats (times) `MAX_SECONDS`."""
     bad = ~np.isfinite(values)
     bad |= (values <= 0) if kind.startswith("positive") else (values < 0)
     if kind.endswith("_int"):
         bad |= (values != np.round(values)) | (np.abs(values) > MAX_INT)
+    else:
+        bad |= np.abs(values) > MAX_SECONDS
     return bad
 
 
@@ -287,9 +292,10 @@ def convert(table: Table, name: str, kind: str) -> np.ndarray:
         return stamps.to_numpy()
     values = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
     bad = bad_numbers(values, kind)
-    too_big = np.abs(values) > MAX_INT  # said only when that is what is wrong
+    limit = MAX_INT if kind.endswith("_int") else MAX_SECONDS
+    too_big = np.abs(values) > limit  # said only when that is what is wrong
     table.check(bad & ~too_big, name, expected)
-    table.check(bad, name, f"{expected} up to {MAX_INT:,}")
+    table.check(bad, name, f"{expected} up to {limit:,.0f}")
     return values.astype(np.int64) if kind.endswith("_int") else values
 
 
