@@ -126,6 +126,7 @@ def test_a_killed_worker_loses_and_duplicates_nothing(where, serial_table, tmp_p
     ("engines: [fifo]\nclusters: [9z]\n", "clusters:"),
     ("engines: [fifo]\nengine: fifo\n", "unknown key 'engine'"),
     ("workloads: [default]\n", "engines: missing"),
+    ("engines: [fifo]\nrestart_delay: 1e9\n", "restart_delay: expected a number from 0 to 86400"),
 ])
 def test_a_bad_sweep_file_is_one_line_exit_2_and_no_output(text, key, tmp_path, capsys):
     spec = tmp_path / "sweep.yaml"

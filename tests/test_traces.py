@@ -229,8 +229,8 @@ POLLUX_HEADER = "name,time,application,num_replicas,batch_size\n"
     ("a,0,ncf,1,256\n\nb,x,ncf,1,256\n", 4, "time", "a non-negative number, got 'x'"),
     ("a,-1,ncf,1,256\n", 2, "time", "a non-negative number, got '-1'"),
     # a time this far out has no millisecond left: the job "finished" at its arrival, in 0 h
-    ("a,1e300,ncf,1,256\n", 2, "time", "a non-negative number up to 9,007,199,254,741,"
-     " got '1e300'"),
+    ("a,1e300,ncf,1,256\n", 2, "time", ("a non-negative number up to 9,007,199,254,741,"
+                                        " got '1e300'")),
     ("a,0,resnet,1,256\n", 2, "application", "one of bert, cifar10"),
     ("a,0,ncf,1,\n", 2, "batch_size", "a positive integer, got ''"),
     (",0,ncf,1,256\n", 2, "name", "a non-empty name, got ''"),

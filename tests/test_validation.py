@@ -74,6 +74,10 @@ def workload(tmp_path: Path, rows: str, name: str = "w.csv") -> str:
     (["--csv", "/nonexistent/dir/x.csv"], ["--csv"]),
     (["--decisions", "/nonexistent/dir/d.csv"], ["--decisions"]),
     (["--restart-delay", "abc"], ["--restart-delay", "abc"]),
+    # 1e300 s "ran" to a mean JCT of 2.8e296 h
+    (["--restart-delay", "1e300"], ["--restart-delay", "from 0 to 86400", "1e+300"]),
+    (["--trace", "synthetic:n=100000000"], ["synthetic", "1,000,000", "100,000,000"]),
+    (["--trace", "synthetic:n=3,rate=1e-300"], ["synthetic", "1e-300 jobs/s", "raise the rate"]),
 ])
 def test_bad_option_is_one_line(args, words):
     assert_one_line_error(run("simulate", "--limit", "5", *args), *words)

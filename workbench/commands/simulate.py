@@ -89,7 +89,9 @@ def check_workload_options(args) -> None:
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit: expected a positive integer, got {args.limit}")
     if getattr(args, "restart_delay", None) is not None:
-        check_number("--restart-delay", args.restart_delay, minimum=0.0)
+        from ..sim.engine import MAX_RESTART_DELAY
+        check_number("--restart-delay", args.restart_delay, minimum=0.0,
+                     maximum=MAX_RESTART_DELAY)
     for flag in ("csv", "out_json", "decisions"):
         if getattr(args, flag, None):
             check_writable(getattr(args, flag), "--" + flag.replace("_", "-"))

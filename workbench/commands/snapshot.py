@@ -36,8 +36,8 @@ def register(sub) -> None:
 
 def run_snapshot(args) -> int:
     from ..k8s.backend import K8sBackend
-
-    check_number("--restart-delay", args.restart_delay, minimum=0.0)
+    from ..sim.engine import MAX_RESTART_DELAY
+    check_number("--restart-delay", args.restart_delay, minimum=0.0, maximum=MAX_RESTART_DELAY)
     check_number("--speed", args.speed, minimum=1e-9)
     check_writable(args.output, "--output")
     with K8sBackend(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace,

@@ -62,6 +62,9 @@ from .snapshot import Snapshot, take
 
 _EPS = 1e-9
 _WHOLE = 1 - _EPS  # a GPU this free is whole
+# The longest restart the options accept: a day already stops most jobs; 1e300 s "ran" a
+# workload to a mean JCT of 2.8e296 h, rejecting what stalled.
+MAX_RESTART_DELAY = 86_400.0
 # The states the hot paths set and test, as globals: in Python 3.11 a member read through its
 # Enum class goes through `EnumType.__getattr__`'s slow path (5x a global's cost).
 _PENDING, _RESTARTING, _RUNNING, _COMPLETED = (JobState.PENDING, JobState.RESTARTING,

@@ -91,7 +91,10 @@ def make_grid(values: Mapping[str, Any], where: str = "") -> Grid:
         if values.get("limit") is not None:
             grid.limit = _number("limit", values["limit"], int, minimum=1)
         if values.get("restart_delay") is not None:
-            grid.restart_delay = _number("restart_delay", values["restart_delay"], float, 0.0)
+            from ..sim.engine import MAX_RESTART_DELAY
+
+            grid.restart_delay = _number("restart_delay", values["restart_delay"], float, 0.0,
+                                         MAX_RESTART_DELAY)
         _check_inputs(grid)
     except WorkbenchError as e:
         raise ConfigError(f"{prefix}{e}") from None
@@ -192,7 +195,7 @@ def _seeds(value: Any) -> list[int]:
     return seeds
 
 
-def _number(key: str, value: Any, kind: type, minimum: float) -> Any:
+def _number(key: str, value: Any, kind: type, minimum: float, maximum: float = math.inf) -> Any:
     try:
         if isinstance(value, bool) or (kind is int and isinstance(value, float)
                                        and not value.is_integer()):
@@ -201,8 +204,9 @@ def _number(key: str, value: Any, kind: type, minimum: float) -> Any:
     except (TypeError, ValueError):
         raise ConfigError(f"{key}: expected {'an integer' if kind is int else 'a number'}"
                           f" >= {minimum:g}, got {value!r}") from None
-    if not (number >= minimum and math.isfinite(number)):
-        raise ConfigError(f"{key}: expected a number >= {minimum:g}, got {value!r}")
+    if not (minimum <= number <= maximum and math.isfinite(number)):
+        bound = f">= {minimum:g}" if maximum == math.inf else f"from {minimum:g} to {maximum:g}"
+        raise ConfigError(f"{key}: expected a number {bound}, got {value!r}")
     return number
 
 

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..model import JobKind, JobSpec
 from .common import WORKER_DEMAND, Jobs, RateCache, default_perf, suited_batch_size
+from .validate import MAX_SECONDS
 
 # Per-worker batch size of each parameter-server model in the DL2 measurements (config_speed).
 PS_BATCH_PER_WORKER = {
@@ -79,9 +80,12 @@ def synthetic_workload(n_jobs: int = 100, *, arrival_rate: float = 1 / 120,
     return jobs
 
 
+MAX_JOBS = 1_000_000  # a bound on what a typo can allocate (the Philly trace has 82,247)
+
+
 def _check_sizes(n_jobs: int, arrival_rate: float, max_workers: int) -> None:
-    if n_jobs < 0:
-        raise ConfigError(f"synthetic: n_jobs must be >= 0, got {n_jobs}")
+    if not 0 <= n_jobs <= MAX_JOBS:
+        raise ConfigError(f"synthetic: n (jobs) must be from 0 to {MAX_JOBS:,}, got {n_jobs:,}")
     if not arrival_rate > 0:
         raise ConfigError(f"synthetic: arrival rate must be > 0 jobs/s, got {arrival_rate}")
     if max_workers < 1:
@@ -109,6 +113,10 @@ class _Draws:
            n_ps_models: int) -> _Draws:
         gaps = rng.exponential(1.0 / arrival_rate, n_jobs)
         arrivals = np.cumsum(gaps) - (gaps[0] if n_jobs else 0.0)
+        if n_jobs and not arrivals[-1] <= MAX_SECONDS:
+            raise ConfigError(f"synthetic: at {arrival_rate:g} jobs/s the last job arrives at"
+                              f" {arrivals[-1]:.3g} s, beyond {MAX_SECONDS:.3g} s (where a time"
+                              " loses its milliseconds); raise the rate")
         ps_share = float(ps_jobs) if not isinstance(ps_jobs, bool) else (1.0 if ps_jobs else 0.0)
         if not 0.0 <= ps_share <= 1.0:
             raise ConfigError(f"synthetic: ps_jobs must be a bool or a share in [0, 1],"
