@@ -357,3 +357,16 @@ def test_refusals_name_the_resource_and_the_task():
         "wide": "rejected: needs 9 GPUs, the cluster has 8",
         "fat": "rejected: one worker needs 8 GPUs, the largest node has 4",
         "ps": "rejected: one parameter server needs 60 CPUs, the largest node has 48"}
+
+
+def test_the_notebook_api_refuses_what_the_cli_refuses():
+    """`Workbench(...)` in a notebook reaches no CLI flag: the simulator and the workload
+    loader check these themselves (a restart of 1e300 s was taken, and ran)."""
+    from workbench.errors import ConfigError
+    from workbench.ui.state import WorkbenchState
+
+    with pytest.raises(ConfigError, match="restart_delay: expected a finite number from 0 to"
+                                          " 86400, got 1e"):
+        WorkbenchState.from_workload("default", "default", "fifo", restart_delay=1e300)
+    with pytest.raises(ConfigError, match="--seed: expected a non-negative integer, got -1"):
+        WorkbenchState.from_workload("default", "default", "fifo", seed=-1)

@@ -26,6 +26,7 @@ engine that will not shrink it keeps it waiting with the shortfall as its reason
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,6 +50,8 @@ def load_jobs(trace: str = "default", *, seed: int = 0, limit: int | None = None
     arrival."""
     from .traces import load_trace
 
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise ConfigError(f"--seed: expected a non-negative integer, got {seed!r}")
     jobs = load_trace(trace, seed=seed)
     if limit is not None:
         if limit < 1:

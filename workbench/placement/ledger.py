@@ -374,7 +374,8 @@ def never_fits(job: JobStatus, state: ClusterState, workers: int | None = None) 
     return shape_refusal(state.capacity, spec.worker_demand, spec.ps_demand, n, spec.num_ps, size)
 
 
-_SAY_FIRST = ((GPU, "GPUs"), (CPU, "CPUs"), (MEM, "GiB memory"))  # a job short of GPUs is said to be
+# a job short of GPUs is said to be, before its CPUs or memory
+_SAY_FIRST = ((GPU, "GPUs"), (CPU, "CPUs"), (MEM, "GiB memory"))
 
 
 def shape_refusal(capacity: np.ndarray, worker: Resources, ps: Resources, workers: int,
@@ -410,7 +411,7 @@ def shape_refusal(capacity: np.ndarray, worker: Resources, ps: Resources, worker
     return None
 
 
-def _most_tasks(capacity: np.ndarray, demand: np.ndarray) -> float:
+def _most_tasks(capacity: np.ndarray, demand: np.ndarray) -> int | float:
     """How many tasks of `demand` the empty nodes hold together (inf for a task needing
     nothing)."""
     used = demand > 0

@@ -30,6 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from ..backend import Outcome, VirtualClock, refusal
+from ..errors import check_number
 from ..model import (
     CPU,
     GPU,
@@ -116,7 +117,9 @@ class SimBackend:
         for i, n in enumerate(self.nodes):
             self.gpu_free[i, : n.gpus] = 1.0
         self.node_up = np.ones(len(self.nodes), dtype=bool)
-        self.restart_delay = float(restart_delay)
+        # checked here too: a notebook's Workbench(restart_delay=...) reaches no CLI flag
+        self.restart_delay = check_number("restart_delay", restart_delay, minimum=0.0,
+                                          maximum=MAX_RESTART_DELAY)
         self.checkpoint_interval = float(checkpoint_interval)
         self.contention = contention
         self.history_interval = history_interval
