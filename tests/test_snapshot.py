@@ -175,6 +175,8 @@ def _good(busy) -> dict:
      "field jobs[-1].workers: unknown node 'nowhere'"),
     (lambda d: d["simulator"].update(restart_delay=float("inf")),
      "field simulator.restart_delay: expected a finite number"),
+    (lambda d: d["simulator"].update(restart_delay=1e300),
+     "field simulator.restart_delay: expected at most 86400 s, got 1e+300"),
 ])
 def test_bad_files_get_one_line_naming_the_field(busy, tmp_path, edit, field):
     data = _good(busy)

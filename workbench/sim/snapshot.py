@@ -288,10 +288,19 @@ class _Reader:
             wall_time=float(self.get(data, "wall_time", "", _NUMBER)),
             source=self.get(data, "source", "", str), nodes=nodes, jobs=jobs, upcoming=upcoming,
             engine=self.get(data, "engine", "", str, optional=True, default=""),
-            restart_delay=self.nonnegative(sim, "restart_delay", "simulator"),
+            restart_delay=self.restart_delay(sim),
             checkpoint_interval=self.nonnegative(sim, "checkpoint_interval", "simulator"),
             clock_origin=float(self.get(data, "clock_origin", "", _NUMBER, optional=True,
                                         default=0.0)))
+
+    def restart_delay(self, sim: dict) -> float:
+        from .engine import MAX_RESTART_DELAY  # (engine imports this module)
+
+        value = self.nonnegative(sim, "restart_delay", "simulator")
+        if not value <= MAX_RESTART_DELAY:
+            self.fail("simulator.restart_delay",
+                      f"expected at most {MAX_RESTART_DELAY:g} s, got {value:g}")
+        return value
 
     def nonnegative(self, d: dict, key: str, path: str) -> float:
         value = float(self.get(d, key, path, _NUMBER))
