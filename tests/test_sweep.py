@@ -127,6 +127,10 @@ def test_a_killed_worker_loses_and_duplicates_nothing(where, serial_table, tmp_p
     ("engines: [fifo]\nengine: fifo\n", "unknown key 'engine'"),
     ("workloads: [default]\n", "engines: missing"),
     ("engines: [fifo]\nrestart_delay: 1e9\n", "restart_delay: expected a number from 0 to 86400"),
+    # a typo's grid is refused before its runs are listed (10^9 seeds ran out of memory)
+    ("engines: [fifo]\nseeds: 1000000000\n", "seeds: 1,000,000,000 seeds, more than the"),
+    ("engines: [fifo]\nseeds: 0-999999999\n", "seeds: 1,000,000,000 seeds"),
+    ("engines: [fifo, drf]\nseeds: 600000\n", "the grid: 1,200,000 runs, more than the 1,000,000"),
 ])
 def test_a_bad_sweep_file_is_one_line_exit_2_and_no_output(text, key, tmp_path, capsys):
     spec = tmp_path / "sweep.yaml"
@@ -215,3 +219,15 @@ def test_bench_sweeps_scaling_line_says_when_its_runs_are_too_short_for_the_targ
 
     assert "does not apply" in long_runs_note(8, 0.25, 2, 1.88)
     assert "does not apply" not in long_runs_note(8, 2.11, 2, 1.86)
+
+
+def test_a_load_that_spreads_arrivals_past_what_a_float_times_is_refused():
+    """At load 1e-9 the default workload's arrivals spread to 6.7e13 s, where a float time
+    has lost its milliseconds: a run saying so, not a makespan of 1.9e10 h."""
+    from workbench.session import load_jobs
+    from workbench.traces.load import at_load
+
+    jobs = load_jobs("default")
+    with pytest.raises(ConfigError, match=r"load 1e-09: the last job would arrive at .* raise"):
+        at_load(jobs, 64, 1e-9)
+    assert max(j.arrival for j in at_load(jobs, 64, 0.5)) > 0

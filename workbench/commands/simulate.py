@@ -89,7 +89,7 @@ def check_workload_options(args) -> None:
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit: expected a positive integer, got {args.limit}")
     if getattr(args, "restart_delay", None) is not None:
-        from ..sim.engine import MAX_RESTART_DELAY
+        from ..sim.snapshot import MAX_RESTART_DELAY
         check_number("--restart-delay", args.restart_delay, minimum=0.0,
                      maximum=MAX_RESTART_DELAY)
     for flag in ("csv", "out_json", "decisions"):

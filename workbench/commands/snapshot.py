@@ -36,7 +36,7 @@ def register(sub) -> None:
 
 def run_snapshot(args) -> int:
     from ..k8s.backend import K8sBackend
-    from ..sim.engine import MAX_RESTART_DELAY
+    from ..sim.snapshot import MAX_RESTART_DELAY
     check_number("--restart-delay", args.restart_delay, minimum=0.0, maximum=MAX_RESTART_DELAY)
     check_number("--speed", args.speed, minimum=1e-9)
     check_writable(args.output, "--output")

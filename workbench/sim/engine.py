@@ -59,13 +59,10 @@ from ..model import (
 from ..perf.goodput import adaptive_rate
 from .live import LiveJobStatus
 from .queue import WaitingQueue
-from .snapshot import Snapshot, take
+from .snapshot import MAX_RESTART_DELAY, Snapshot, take
 
 _EPS = 1e-9
 _WHOLE = 1 - _EPS  # a GPU this free is whole
-# The longest restart the options accept: a day already stops most jobs; 1e300 s "ran" a
-# workload to a mean JCT of 2.8e296 h, rejecting what stalled.
-MAX_RESTART_DELAY = 86_400.0
 # The states the hot paths set and test, as globals: in Python 3.11 a member read through its
 # Enum class goes through `EnumType.__getattr__`'s slow path (5x a global's cost).
 _PENDING, _RESTARTING, _RUNNING, _COMPLETED = (JobState.PENDING, JobState.RESTARTING,

@@ -48,6 +48,11 @@ FORMAT = "workbench-snapshot"
 VERSION = 1
 
 
+# The longest restart the simulator accepts, from a file, an option or a notebook: a day
+# already stops most jobs; 1e300 s "ran" a workload to a mean JCT of 2.8e296 h.
+MAX_RESTART_DELAY = 86_400.0
+
+
 @dataclass(frozen=True)
 class NodeRecord:
     """A node as the snapshot found it."""
@@ -294,8 +299,6 @@ class _Reader:
                                         default=0.0)))
 
     def restart_delay(self, sim: dict) -> float:
-        from .engine import MAX_RESTART_DELAY  # (engine imports this module)
-
         value = self.nonnegative(sim, "restart_delay", "simulator")
         if not value <= MAX_RESTART_DELAY:
             self.fail("simulator.restart_delay",

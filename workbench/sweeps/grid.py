@@ -91,10 +91,11 @@ def make_grid(values: Mapping[str, Any], where: str = "") -> Grid:
         if values.get("limit") is not None:
             grid.limit = _number("limit", values["limit"], int, minimum=1)
         if values.get("restart_delay") is not None:
-            from ..sim.engine import MAX_RESTART_DELAY
+            from ..sim.snapshot import MAX_RESTART_DELAY
 
             grid.restart_delay = _number("restart_delay", values["restart_delay"], float, 0.0,
                                          MAX_RESTART_DELAY)
+        _check_runs(math.prod(len(v) for v in grid.axes().values()), "the grid")
         _check_inputs(grid)
     except WorkbenchError as e:
         raise ConfigError(f"{prefix}{e}") from None
@@ -172,15 +173,26 @@ def _load(value: Any) -> float | None:
     return load
 
 
+MAX_RUNS = 1_000_000  # a bound on what a typo can allocate (a grid of 10^9 seeds is one)
+
+
+def _check_runs(count: int, what: str, unit: str = "runs") -> None:
+    if count > MAX_RUNS:
+        raise ConfigError(f"{what}: {count:,} {unit}, more than the {MAX_RUNS:,} runs a sweep"
+                          " takes")
+
+
 def _seeds(value: Any) -> list[int]:
     """`10` (seeds 0..9), `"3-7"` (3..7), or a list of seeds."""
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise ConfigError(f"seeds: expected a count >= 1, a range like 0-9 or a list, got {value}")
+        _check_runs(value, "seeds", "seeds")
         return list(range(value))
     if isinstance(value, str) and "-" in value and "," not in value:
         low, _, high = value.partition("-")
         try:
+            _check_runs(int(high) + 1 - int(low), "seeds", "seeds")
             seeds = list(range(int(low), int(high) + 1))
         except ValueError:
             raise ConfigError(f"seeds: expected a range like 0-9, got {value!r}") from None

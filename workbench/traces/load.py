@@ -15,6 +15,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..model import JobSpec
+from .validate import MAX_SECONDS
 
 
 def gpu_seconds(jobs: Sequence[JobSpec], perf=None) -> float:
@@ -52,6 +53,11 @@ def at_load(jobs: Sequence[JobSpec], cluster_gpus: float, load: float, perf=None
         return list(jobs)  # all at one instant (or no work): no window to scale
     factor = current / load
     start = min(j.arrival for j in jobs)
+    last = start + (max(j.arrival for j in jobs) - start) * factor
+    if not last <= MAX_SECONDS:
+        raise ConfigError(f"load {load:g}: the last job would arrive at {last:.3g} s, beyond"
+                          f" {MAX_SECONDS:.3g} s (where a time loses its milliseconds); raise"
+                          " the load")
     out = []
     for job in jobs:
         arrival = start + (job.arrival - start) * factor
