@@ -127,7 +127,7 @@ def test_a_killed_worker_loses_and_duplicates_nothing(where, serial_table, tmp_p
     ("engines: [fifo]\nengine: fifo\n", "unknown key 'engine'"),
     ("workloads: [default]\n", "engines: missing"),
     ("engines: [fifo]\nrestart_delay: 1e9\n", "restart_delay: expected a number from 0 to 86400"),
-    # a typo's grid is refused before its runs are listed (10^9 seeds ran out of memory)
+    # a typo's grid is refused before its runs are listed (10^9 seeds took minutes)
     ("engines: [fifo]\nseeds: 1000000000\n", "seeds: 1,000,000,000 seeds, more than the"),
     ("engines: [fifo]\nseeds: 0-999999999\n", "seeds: 1,000,000,000 seeds"),
     ("engines: [fifo, drf]\nseeds: 600000\n", "the grid: 1,200,000 runs, more than the 1,000,000"),

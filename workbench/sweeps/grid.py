@@ -173,7 +173,7 @@ def _load(value: Any) -> float | None:
     return load
 
 
-MAX_RUNS = 1_000_000  # a bound on what a typo can allocate (a grid of 10^9 seeds is one)
+MAX_RUNS = 1_000_000  # a bound on what a typo can allocate (10^9 seeds were still being listed after a minute)
 
 
 def _check_runs(count: int, what: str, unit: str = "runs") -> None:
