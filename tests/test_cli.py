@@ -87,3 +87,12 @@ def test_help_works_everywhere(argv):
     with pytest.raises(SystemExit) as e:
         main([*argv, "--help"])
     assert e.value.code == 0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--seed", "-1"], "--seed: expected a non-negative integer, got -1"),  # was a traceback
+    (["--rl-iters", "-5"], "--rl-iters: expected >= 0, got -5"),
+])
+def test_train_refuses_bad_numbers_in_one_line(argv, message, capsys):
+    assert main(["train", "dl2", "--quick", *argv]) == 2
+    assert capsys.readouterr().err.strip() == f"workbench: error: {message}"

@@ -39,6 +39,8 @@ def run_train_dl2(args) -> int:
     from ..policies.dl2 import PolicyNet, TrainConfig, shipped_weights_path, train_dl2
     from ..scenarios import dl2_training
 
+    if args.seed < 0:
+        raise ConfigError(f"--seed: expected a non-negative integer, got {args.seed}")
     cfg, setting = (dl2_training(args.scenario, args.seed) if args.scenario
                     else (TrainConfig(seed=args.seed), None))
     if args.quick:
