@@ -12,6 +12,7 @@ import resource
 import time
 
 from ..clusters import PRESETS, preset
+from ..errors import ConfigError
 from ..output import emit
 
 
@@ -19,6 +20,10 @@ def run(args) -> int:
     from ..experiment import run_policy
     from ..traces import load_philly
 
+    if args.seed < 0:
+        raise ConfigError(f"--seed: expected a non-negative integer, got {args.seed}")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit: expected a positive integer, got {args.limit}")
     t0 = time.perf_counter()
     jobs = load_philly(args.trace, seed=args.seed, limit=args.limit)
     load_s = time.perf_counter() - t0
