@@ -96,3 +96,22 @@ def test_help_works_everywhere(argv):
 def test_train_refuses_bad_numbers_in_one_line(argv, message, capsys):
     assert main(["train", "dl2", "--quick", *argv]) == 2
     assert capsys.readouterr().err.strip() == f"workbench: error: {message}"
+
+
+@pytest.mark.parametrize("argv, option, expected", [
+    # each was a traceback (numpy's seed check, a division by zero) or a run on the value
+    (["bench", "perf", "--seed", "-1"], "--seed", "a non-negative integer, got '-1'"),
+    (["bench", "perf", "--calls", "0"], "--calls", "a positive integer, got '0'"),
+    (["bench", "oasis", "--slot", "0"], "--slot", "a positive number, got '0'"),
+    (["bench", "specon", "--alpha", "nan"], "--alpha", "a positive number, got 'nan'"),
+    (["bench", "dragon", "--jobs", "-1"], "--jobs", "a positive integer, got '-1'"),
+    (["bench", "sweep", "--workers", "-1"], "--workers", "a positive integer, got '-1'"),
+    (["bench", "forecast", "--model-error", "nan"], "--model-error", "a finite number >= 0"),
+    (["trace", "show", "--seed", "-1"], "--seed", "a non-negative integer, got '-1'"),
+])
+def test_a_bad_number_is_refused_by_the_parser_in_one_line(argv, option, expected, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and "\n" not in err
+    assert f"argument {option}: expected {expected}" in err

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "workbench"
 
 # Lowest first. A module's layer is that of its longest listed prefix.
 LAYERS = [
-    ["model", "errors", "output", "stop"],
+    ["model", "errors", "output", "stop", "argtypes"],
     ["perf", "traces", "clusters", "forecast"],
     ["placement", "metrics"],
     ["policies"],

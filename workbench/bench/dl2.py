@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import argtypes
 from ..errors import ConfigError
 from ..traces.ps_jobs import philly_ps_workload
 
@@ -82,11 +83,11 @@ def run(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("dl2", help="DL2 average JCT vs DRF and Optimus on held-out PS workloads")
     p.add_argument("--seeds", type=int, default=5, help="number of held-out workloads")
-    p.add_argument("--first-seed", type=int, default=HELD_OUT_SEED)
+    p.add_argument("--first-seed", type=argtypes.seed, default=HELD_OUT_SEED)
     p.add_argument("--jobs", type=int, default=40, help="jobs per workload (training used 40)")
     p.add_argument("--load", type=float, default=1.5, help="offered load (training used 1.5)")
-    p.add_argument("--nodes", type=int, default=4, help="nodes (training used 4)")
-    p.add_argument("--gpus-per-node", type=int, default=4)
+    p.add_argument("--nodes", type=argtypes.count, default=4, help="nodes (training used 4)")
+    p.add_argument("--gpus-per-node", type=argtypes.count, default=4)
     p.add_argument("--weights", default=None, help="a weights file (default: the shipped ones)")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(func=run)

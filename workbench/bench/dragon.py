@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import argtypes
 from ..errors import ConfigError
 from ..output import emit
 from ..traces.ps_jobs import ps_workload
@@ -218,8 +219,8 @@ def run(args: argparse.Namespace) -> int:
 def register(subparsers) -> None:
     p = subparsers.add_parser("dragon", help="DRAGON gangs, locality and scaling vs kube-default and baselines")
     p.add_argument("--seeds", type=int, default=3, help="workloads to average over (default 3)")
-    p.add_argument("--jobs", type=int, default=160, help="jobs per workload (default 160)")
-    p.add_argument("--load", type=float, default=1.0,
+    p.add_argument("--jobs", type=argtypes.count, default=160, help="jobs per workload (default 160)")
+    p.add_argument("--load", type=argtypes.positive, default=1.0,
                    help="offered load: GPU-hours over the arrival window / cluster GPUs (default 1.0)")
     p.add_argument("--cluster", default="default", help="cluster preset or NxG (default: 16 x 4 GPUs)")
     p.add_argument("--trace", default="pollux", choices=("pollux", "philly"),

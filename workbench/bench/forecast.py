@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import argtypes
 from ..errors import ConfigError
 from ..output import emit
 
@@ -208,8 +209,8 @@ def register(sub) -> None:
     p.add_argument("--workloads", default="deadline,qoe")
     p.add_argument("--nodes", type=int, default=16, help="nodes x4 GPUs")
     p.add_argument("--share", type=float, default=0.5, help="share of the trace's jobs per seed")
-    p.add_argument("--model-error", type=float, default=0.1,
+    p.add_argument("--model-error", type=argtypes.nonnegative, default=0.1,
                    help="sd of the log speed error of the simulated truth vs the model")
-    p.add_argument("--step", type=float, default=60.0, help="seconds between observations")
+    p.add_argument("--step", type=argtypes.positive, default=60.0, help="seconds between observations")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)

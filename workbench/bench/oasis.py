@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from .. import argtypes
 from ..clusters import parse_cluster
 from ..errors import ConfigError
 from ..model import JobState
@@ -107,11 +108,11 @@ def run(args) -> int:
 def register(sub) -> None:
     p = sub.add_parser("oasis", help="OASiS total utility, admissions and JCT vs FIFO, DRF, Dorm")
     p.add_argument("--seeds", type=int, default=3, help="number of workloads (seeds)")
-    p.add_argument("--first-seed", type=int, default=100, help="seed of the first workload")
+    p.add_argument("--first-seed", type=argtypes.seed, default=100, help="seed of the first workload")
     p.add_argument("--jobs", type=int, default=240, help="jobs per workload")
     p.add_argument("--load", type=float, default=1.5,
                    help="offered load at the submitted sizes (GPU demand / capacity)")
     p.add_argument("--cluster", default="small", help="cluster preset or NxG (default small: 16 GPUs)")
-    p.add_argument("--slot", type=float, default=300.0, help="OASiS slot length in seconds")
+    p.add_argument("--slot", type=argtypes.positive, default=300.0, help="OASiS slot length in seconds")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(func=run)

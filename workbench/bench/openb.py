@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+from .. import argtypes
+
 
 def register(subparsers) -> None:
     from ..placement.plugins import PLACEMENT_PLUGINS
@@ -18,7 +20,7 @@ def register(subparsers) -> None:
     parser.add_argument("--nodes", help="node list CSV (default: the GPU node list in --data)")
     parser.add_argument("--plugins", default=",".join(PLACEMENT_PLUGINS),
                         help="plugins to time, comma-separated (default all)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=argtypes.seed, default=0)
     parser.set_defaults(func=run)
 
 

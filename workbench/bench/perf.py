@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from .. import output
+from .. import argtypes, output
 from ..model import JobKind, JobSpec, Placement
 
 
@@ -15,9 +15,9 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "perf", help="performance-model fit errors and iteration_rate calls/s (cached vs uncached)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
-    parser.add_argument("--calls", type=int, default=20000,
+    parser.add_argument("--calls", type=argtypes.count, default=20000,
                         help="iteration_rate calls per timing (default 20000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the random placements")
+    parser.add_argument("--seed", type=argtypes.seed, default=0, help="seed of the random placements")
     parser.set_defaults(func=run)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import argtypes
 from ..errors import ConfigError
 from ..output import emit
 from ..traces.philly_sample import philly_sample
@@ -175,12 +176,12 @@ def register(subparsers) -> None:
     p.add_argument("--jobs", type=int, default=160, help="jobs per workload (default 160, as Pollux)")
     p.add_argument("--load", type=float, default=1.0,
                    help="offered load: the jobs' GPU-hours over the arrival window / cluster GPUs (default 1.0)")
-    p.add_argument("--hours", type=float, default=None, help="arrival window in hours (overrides --load)")
+    p.add_argument("--hours", type=argtypes.positive, default=None, help="arrival window in hours (overrides --load)")
     p.add_argument("--cluster", default="default", help="cluster preset or NxG (default: 16 x 4 GPUs)")
-    p.add_argument("--cpus-per-node", type=float, default=32.0,
+    p.add_argument("--cpus-per-node", type=argtypes.positive, default=32.0,
                    help="cores per node (default 32: 8 per GPU, as a p3.8xlarge; 0 keeps the preset's)")
-    p.add_argument("--alpha", type=float, default=0.1, help="slow-growth threshold α (default 0.1)")
-    p.add_argument("--interval", type=float, default=10.0, help="growth interval in epochs (default 10)")
+    p.add_argument("--alpha", type=argtypes.positive, default=0.1, help="slow-growth threshold α (default 0.1)")
+    p.add_argument("--interval", type=argtypes.positive, default=10.0, help="growth interval in epochs (default 10)")
     p.add_argument("--hold", action="store_true", help="also run SpeCon with hold on")
     p.add_argument("--json", action="store_true", help="print results as JSON")
     p.set_defaults(func=run)

@@ -30,6 +30,7 @@ import tempfile
 import time
 from typing import Any
 
+from .. import argtypes
 from ..output import emit
 
 SHORT = {"engines": ["fifo", "tiresias", "kube-default", "drf"],
@@ -249,13 +250,13 @@ def interactive_notes(result: dict[str, Any], workers: int) -> list[str]:
 def register(sub) -> None:
     p = sub.add_parser("sweep", help="sweep overhead per run; serial vs pool vs Dask ratios")
     p.add_argument("--seeds", type=int, default=10, help="seeds of the short grid (10: 200 runs)")
-    p.add_argument("--long-runs", type=int, default=8, help="runs of about 1.5-2 s for scaling")
-    p.add_argument("--workers", type=int, default=None, help="workers (default: all cores)")
+    p.add_argument("--long-runs", type=argtypes.count, default=8, help="runs of about 1.5-2 s for scaling")
+    p.add_argument("--workers", type=argtypes.count, default=None, help="workers (default: all cores)")
     p.add_argument("--interactive-only", action="store_true",
                    help="only the preview and what-if times")
     p.add_argument("--no-interactive", action="store_true",
                    help="skip the preview and what-if times (about 2 minutes of CPU)")
-    p.add_argument("--max-ratio", type=float, default=None, metavar="X",
+    p.add_argument("--max-ratio", type=argtypes.positive, default=None, metavar="X",
                    help="with --interactive-only: exit 1 if a preview takes over X times"
                         " fifo's in this run (CI: a gross regression)")
     p.add_argument("--json", action="store_true")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 import time
 
-from .. import output
+from .. import argtypes, output
 
 TARGET_MS = 100.0
 
@@ -26,7 +26,7 @@ def register(subparsers) -> None:
     p.add_argument("--nodes", default="100,1000", help="cluster sizes (comma-separated; first"
                    " is the anchor)")
     p.add_argument("--updates", type=int, default=20, help="updates measured per size")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=argtypes.seed, default=0)
     p.set_defaults(func=run)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from .. import argtypes
 from ..errors import ConfigError, WorkbenchError
 from ..k8s.manifests import KINDS
 from ..output import emit
@@ -32,12 +33,12 @@ def register(subparsers) -> None:
                    " synthetic[:k=v,...], or a CSV path (as `workbench simulate --trace`)")
     s.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     s.add_argument("--namespace", default="default")
-    s.add_argument("--limit", type=int, default=None, help="only the first N jobs")
+    s.add_argument("--limit", type=argtypes.count, default=None, help="only the first N jobs")
     s.add_argument("--kind", default="job", choices=KINDS,
                    help="what each job becomes: batch/v1 Jobs (default), a Kubeflow PyTorchJob"
                         " (all-reduce jobs; elastic when the job has a worker range), a TFJob,"
                         " or a JobSet")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=argtypes.seed, default=0)
     s.add_argument("--image", default=None, help="training image (default: one for emulated nodes)")
     s.add_argument("--command", default=None, help="container command, as one shell string")
     s.add_argument("--service-account", default=None,

@@ -7,6 +7,7 @@ from collections import Counter
 
 import numpy as np
 
+from .. import argtypes
 from ..output import emit
 
 
@@ -18,7 +19,7 @@ def register(subparsers) -> None:
                           " synthetic, synthetic:n=200,rate=0.01,deadline=2.0, or a CSV path")
     show.add_argument("spec", metavar="SPEC", help="the workload (default: %(default)s)",
                       nargs="?", default="default")
-    show.add_argument("--seed", type=int, default=0, help="seed for random choices (default 0)")
+    show.add_argument("--seed", type=argtypes.seed, default=0, help="seed for random choices (default 0)")
     show.add_argument("--json", action="store_true", help="print JSON")
     show.set_defaults(func=show_trace)
 
