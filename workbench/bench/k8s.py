@@ -22,19 +22,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from .. import output
+from .. import argtypes, output
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("k8s", help="pods/s binding 2,000 pending pods: kube-scheduler vs"
                               " the workbench (plain and gang) on 250 emulated 8-GPU nodes")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--nodes", type=int, default=250)
-    p.add_argument("--gpus-per-node", type=int, default=8)
-    p.add_argument("--pods", type=int, default=2000)
-    p.add_argument("--gang", type=int, default=8, help="pods per gang job (default 8)")
-    p.add_argument("--threads", type=int, default=32, help="workbench bind threads")
-    p.add_argument("--scheduler-qps", type=float, default=1000.0,
+    p.add_argument("--nodes", type=argtypes.count, default=250)
+    p.add_argument("--gpus-per-node", type=argtypes.count, default=8)
+    p.add_argument("--pods", type=argtypes.count, default=2000)
+    p.add_argument("--gang", type=argtypes.count, default=8, help="pods per gang job (default 8)")
+    p.add_argument("--threads", type=argtypes.count, default=32, help="workbench bind threads")
+    p.add_argument("--scheduler-qps", type=argtypes.positive, default=1000.0,
                    help="kube-scheduler --kube-api-qps for the anchor (burst: twice it)")
     p.add_argument("--default-qps", action="store_true",
                    help="also time kube-scheduler with its default client limits (slow: ~40 s)")

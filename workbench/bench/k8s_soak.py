@@ -34,31 +34,31 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import output
+from .. import argtypes, output
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("k8s-soak", help="N jobs through `workbench schedule` on a local"
                               " cluster with faults: lost, duplicated, stuck, over-commit")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument("--jobs", type=int, default=1000)
+    p.add_argument("--jobs", type=argtypes.count, default=1000)
     p.add_argument("--engine", default="tiresias",
                    help="engine, a comma-separated list, or `all` (default tiresias)")
-    p.add_argument("--nodes", type=int, default=8)
-    p.add_argument("--gpus-per-node", type=int, default=8)
-    p.add_argument("--speed", type=float, default=50.0, help="emulated seconds per real second")
-    p.add_argument("--work", type=float, default=300.0,
+    p.add_argument("--nodes", type=argtypes.count, default=8)
+    p.add_argument("--gpus-per-node", type=argtypes.count, default=8)
+    p.add_argument("--speed", type=argtypes.positive, default=50.0, help="emulated seconds per real second")
+    p.add_argument("--work", type=argtypes.positive, default=300.0,
                    help="emulated seconds of training per job at its first size (default 300)")
-    p.add_argument("--rate", type=float, default=2.0, help="jobs created per real second")
-    p.add_argument("--kill-apiserver-every", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--rate", type=argtypes.positive, default=2.0, help="jobs created per real second")
+    p.add_argument("--kill-apiserver-every", type=argtypes.positive, default=None, metavar="SECONDS",
                    help="SIGKILL the apiserver every SECONDS (real) and start it again")
-    p.add_argument("--kills", type=int, default=2, help="at most this many kills (default 2)")
+    p.add_argument("--kills", type=argtypes.size, default=2, help="at most this many kills (default 2)")
     p.add_argument("--delete-node", action="store_true",
                    help="delete the busiest node a third of the way in (back 10 s later)")
     p.add_argument("--second-replica", action="store_true",
                    help="two leader-electing schedulers; SIGKILL the leader half-way")
-    p.add_argument("--seed", type=int, default=14)
-    p.add_argument("--timeout", type=float, default=None,
+    p.add_argument("--seed", type=argtypes.seed, default=14)
+    p.add_argument("--timeout", type=argtypes.positive, default=None,
                    help="real seconds to wait for the last job (default: submission time + 600)")
     p.add_argument("--bin-dir", help="directory with etcd and kube-* binaries")
     p.add_argument("--logs", metavar="DIR",
