@@ -253,6 +253,37 @@ def test_up_and_down_leave_no_process(tmp_path):
     assert not (tmp_path / "c" / "pids.json").exists()
 
 
+_OWNER = """
+from workbench.k8s.local.cluster import LocalCluster
+import time
+c = LocalCluster(nodes=0, scheduler=False, controller_manager=False, emulator=False,
+                 operators=False).start()
+print(c.directory, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_temporary_cluster_whose_process_died_is_stopped_by_the_next():
+    """A process SIGKILLed while its temporary cluster runs (an OOM kill, a killed kernel, a
+    timeout) cannot stop it: etcd and the apiserver ran on for good. The next temporary
+    cluster's start stops them (`reap_orphans`); `cluster up`'s clusters have no owner."""
+    from pathlib import Path
+
+    from workbench.k8s.local.cluster import reap_orphans
+
+    _need_binaries()
+    owner = subprocess.Popen([sys.executable, "-c", _OWNER], stdout=subprocess.PIPE, text=True)
+    directory = Path(owner.stdout.readline().strip())
+    entries = json.loads((directory / "pids.json").read_text())["components"]
+    assert {"etcd", "kube-apiserver"} <= set(entries)
+    owner.kill()
+    owner.wait(timeout=10)
+    assert all(_proc_start(e["pid"]) == e["start"] for e in entries.values())  # outlived it
+    assert str(directory) in reap_orphans()
+    assert all(_proc_start(e["pid"]) is None for e in entries.values())
+    assert not directory.exists()
+
+
 @pytest.mark.integration
 def test_cli_up_status_down(tmp_path):
     _need_binaries()

@@ -268,7 +268,11 @@ class LocalCluster:
         """The state directory (a temporary one if none was given), refused while another
         cluster runs in it, without the etcd data and logs of an earlier one."""
         if self.directory is None:
-            self.directory = Path(tempfile.mkdtemp(prefix="workbench-cluster-"))
+            stopped = reap_orphans()
+            if stopped:
+                self.progress(f"stopped {len(stopped)} temporary cluster(s) whose process had"
+                              f" died: {', '.join(stopped)}")
+            self.directory = Path(tempfile.mkdtemp(prefix=TEMPORARY_PREFIX))
         d = self.directory
         d.mkdir(parents=True, exist_ok=True)
         existing = read_state(d)
@@ -313,6 +317,8 @@ class LocalCluster:
                       "kubeconfig": str(self.kubeconfig), "directory": str(d),
                       "nodes": len(self.node_specs), "started": time.time(),
                       "speed": self.speed}
+        if self._temporary:  # lives only as long as this process: see `reap_orphans`
+            self.state["owner"] = {"pid": os.getpid(), "start": _proc_start(os.getpid())}
         self._tokens = tokens
         self._args: dict[str, list[str]] = {}
         return _Credentials(pki, kubeconfigs)
@@ -567,6 +573,29 @@ def _stop_entries(entries: dict[str, dict], popen: dict[str, subprocess.Popen] |
             with contextlib.suppress(subprocess.TimeoutExpired):
                 popen[name].wait(timeout=5)
     return [n for n, _ in running]
+
+
+TEMPORARY_PREFIX = "workbench-cluster-"
+
+
+def reap_orphans() -> list[str]:
+    """Stop the temporary clusters whose owning process has died without stopping them (a
+    SIGKILL, an OOM kill, a notebook kernel killed): their etcd, apiserver and controllers
+    would run on for good, unseen. A cluster started by `workbench cluster up` has no owner
+    and is never touched. Returns the directories removed."""
+    reaped = []
+    for pids in sorted(Path(tempfile.gettempdir()).glob(f"{TEMPORARY_PREFIX}*/pids.json")):
+        try:
+            state = json.loads(pids.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # being written, or not ours to judge
+        owner = state.get("owner")
+        if not isinstance(owner, dict) or _alive(owner):
+            continue
+        _stop_entries(state.get("components", {}))
+        shutil.rmtree(pids.parent, ignore_errors=True)
+        reaped.append(str(pids.parent))
+    return reaped
 
 
 def read_state(directory: str | Path) -> dict | None:
