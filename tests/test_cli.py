@@ -90,7 +90,6 @@ def test_help_works_everywhere(argv):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--seed", "-1"], "--seed: expected a non-negative integer, got -1"),  # was a traceback
     (["--rl-iters", "-5"], "--rl-iters: expected >= 0, got -5"),
 ])
 def test_train_refuses_bad_numbers_in_one_line(argv, message, capsys):
@@ -108,6 +107,9 @@ def test_train_refuses_bad_numbers_in_one_line(argv, message, capsys):
     (["bench", "sweep", "--workers", "-1"], "--workers", "a positive integer, got '-1'"),
     (["bench", "forecast", "--model-error", "nan"], "--model-error", "a finite number >= 0"),
     (["trace", "show", "--seed", "-1"], "--seed", "a non-negative integer, got '-1'"),
+    (["train", "dl2", "--quick", "--seed", "-1"], "--seed", "a non-negative integer, got '-1'"),
+    (["bench", "sim", "--seed", "-1"], "--seed", "a non-negative integer, got '-1'"),
+    (["bench", "sim", "--limit", "0"], "--limit", "a positive integer, got '0'"),  # ran it all
 ])
 def test_a_bad_number_is_refused_by_the_parser_in_one_line(argv, option, expected, capsys):
     with pytest.raises(SystemExit) as e:

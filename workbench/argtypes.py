@@ -51,8 +51,3 @@ def positive(text: str) -> float:
 def nonnegative(text: str) -> float:
     """A finite number >= 0."""
     return _number(text, lambda v: v >= 0, "a finite number >= 0")
-
-
-def fraction(text: str) -> float:
-    """A finite number in (0, 1]."""
-    return _number(text, lambda v: 0 < v <= 1, "a number in (0, 1]")

@@ -11,8 +11,8 @@ from __future__ import annotations
 import resource
 import time
 
+from .. import argtypes
 from ..clusters import PRESETS, preset
-from ..errors import ConfigError
 from ..output import emit
 
 
@@ -20,10 +20,6 @@ def run(args) -> int:
     from ..experiment import run_policy
     from ..traces import load_philly
 
-    if args.seed < 0:
-        raise ConfigError(f"--seed: expected a non-negative integer, got {args.seed}")
-    if args.limit is not None and args.limit < 1:
-        raise ConfigError(f"--limit: expected a positive integer, got {args.limit}")
     t0 = time.perf_counter()
     jobs = load_philly(args.trace, seed=args.seed, limit=args.limit)
     load_s = time.perf_counter() - t0
@@ -64,8 +60,8 @@ def register(sub) -> None:
     p.add_argument("--policies", default="fifo,tiresias")
     p.add_argument("--trace", default=None, help="Philly CSV (default: the shipped copy)")
     p.add_argument("--cluster", default="philly", choices=sorted(PRESETS))
-    p.add_argument("--limit", type=int, default=None, help="only the first N jobs")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--limit", type=argtypes.count, default=None, help="only the first N jobs")
+    p.add_argument("--seed", type=argtypes.seed, default=0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 

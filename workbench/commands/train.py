@@ -9,6 +9,7 @@ import sys
 import time
 from dataclasses import asdict
 
+from .. import argtypes
 from ..errors import ConfigError
 from ..output import atomic_open, atomic_path, check_writable, emit
 
@@ -39,8 +40,6 @@ def run_train_dl2(args) -> int:
     from ..policies.dl2 import PolicyNet, TrainConfig, shipped_weights_path, train_dl2
     from ..scenarios import dl2_training
 
-    if args.seed < 0:
-        raise ConfigError(f"--seed: expected a non-negative integer, got {args.seed}")
     cfg, setting = (dl2_training(args.scenario, args.seed) if args.scenario
                     else (TrainConfig(seed=args.seed), None))
     if args.quick:
@@ -113,7 +112,7 @@ def register(sub) -> None:
     p = sub.add_parser("train", help="train a learning engine's model (dl2)")
     tsub = p.add_subparsers(dest="engine", metavar="ENGINE", required=True)
     d = tsub.add_parser("dl2", help="supervised warm-up on DRF, then policy gradient")
-    d.add_argument("--seed", type=int, default=0, help="seed of every random choice (default 0:"
+    d.add_argument("--seed", type=argtypes.seed, default=0, help="seed of every random choice (default 0:"
                    " the shipped weights)")
     d.add_argument("--out", default="dl2.npz", help="where to write the weights (default dl2.npz)")
     d.add_argument("--install", action="store_true",
