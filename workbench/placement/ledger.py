@@ -403,7 +403,7 @@ def shape_refusal(capacity: np.ndarray, worker: Resources, ps: Resources, worker
                 return (f"rejected: one {task} needs {demand[r]:,g} {name}, the largest node"
                         f" has {largest[r]:,g}")
     for task, demand, count in tasks:
-        held = _most_tasks(capacity, demand)
+        held = most_tasks(capacity, demand)
         if held < count:
             takes = ", ".join(f"{demand[r]:,g} {name}" for r, name in _SAY_FIRST if demand[r] > 0)
             return (f"rejected: needs {count:,} {task}s{size}, the nodes hold at most {held:,}"
@@ -411,7 +411,7 @@ def shape_refusal(capacity: np.ndarray, worker: Resources, ps: Resources, worker
     return None
 
 
-def _most_tasks(capacity: np.ndarray, demand: np.ndarray) -> int | float:
+def most_tasks(capacity: np.ndarray, demand: np.ndarray) -> int | float:
     """How many tasks of `demand` the empty nodes hold together (inf for a task needing
     nothing)."""
     used = demand > 0
@@ -450,4 +450,4 @@ def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
     return text
 
 
-__all__ = ["MEM", "Ledger", "describe_shortfall", "never_fits", "shape_refusal"]
+__all__ = ["MEM", "Ledger", "describe_shortfall", "most_tasks", "never_fits", "shape_refusal"]

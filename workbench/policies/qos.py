@@ -49,7 +49,7 @@ from ..model import (
     Suspend,
     Wait,
 )
-from ..placement.ledger import Ledger
+from ..placement.ledger import Ledger, most_tasks
 from .base import Policy, register
 from .common import CheckedOnce, wait_reason
 
@@ -600,12 +600,9 @@ class QosPolicy(Policy):
         key = (state.capacity.shape, d.cpu, d.mem, d.gpu, up[1])
         hit = self._max_cache.get(key)
         if hit is None:
-            arr = d.as_array()
             cap = state.capacity[state.node_up]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                per = np.where(arr > 0, np.floor(cap / np.where(arr > 0, arr, 1.0) + 1e-9), np.inf)
-            n = per.min(axis=1)
-            hit = int(min(n[np.isfinite(n)].sum() if np.isfinite(n).any() else 10**6, 10**6))
+            # with no node up, sizes are not bounded by the nodes (10^6, as for no demand)
+            hit = int(min(most_tasks(cap, d.as_array()), 10**6)) if len(cap) else 10**6
             self._max_cache[key] = hit
         return max(hit, 0)
 
