@@ -15,6 +15,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from workbench.clusters import make_cluster
 from workbench.control import Controller
@@ -318,9 +320,15 @@ def test_the_session_refuses_what_no_engine_could_pack():
 
     jobs = [_job("wide", workers=4, min_workers=4, worker_demand=THREE_GPUS),
             _job("shrinks", workers=4, min_workers=3, worker_demand=THREE_GPUS),
-            _job("servers", workers=1, num_ps=4, ps_demand=Resources(cpu=30, mem=8))]
-    # "shrinks" runs at 3 workers; four 30-CPU servers need 120 CPUs of 144, one per node
+            _job("servers", workers=1, num_ps=4, ps_demand=Resources(cpu=30, mem=8)),
+            _job("apart", workers=3, min_workers=3, num_ps=1, worker_demand=THREE_GPUS,
+                 ps_demand=Resources(cpu=45, mem=8))]
+    # "shrinks" runs at 3 workers; four 30-CPU servers need 120 CPUs of 144, one per node;
+    # "apart": its 45-CPU server fits only on a node without a worker, and each node needs one
     assert refusals(jobs, make_cluster(3, 4)) == {
+        "apart": "rejected: needs 3 workers beside its 1 parameter server, the nodes hold at"
+                 " most 2 beside them (a worker takes 3 GPUs, 4 CPUs, 16 GiB memory; a server"
+                 " 45 CPUs, 8 GiB memory)",
         "wide": "rejected: needs 4 workers, the nodes hold at most 3 (one takes 3 GPUs, 4 CPUs,"
                 " 16 GiB memory of a node)",
         "servers": "rejected: needs 4 parameter servers, the nodes hold at most 3 (one takes"
@@ -350,3 +358,86 @@ def test_a_job_that_fits_once_a_failed_node_recovers_waits_for_it(engine):
     Controller(backend, make_policy(engine)).run()
     whole = backend.jobs["whole"]
     assert whole.state.value == "completed" and whole.first_start >= 3600.0
+
+
+SIX_CPU_SERVER = Resources(cpu=6, mem=8)
+
+
+@pytest.mark.parametrize("engine", ["fifo", "tiresias", "drf", "optimus", "qos", "dragon"])
+def test_a_job_whose_workers_and_servers_only_fit_apart_is_rejected(engine):
+    """Two 4-GPU workers and one 6-CPU server on two 4-GPU, 8-CPU nodes: each kind fits alone
+    and the totals are there (14 of 16 CPUs), but a node holding a worker has 4 CPUs left.
+    Judged apart, the job was held forever: FIFO and Tiresias kept it at the head of their
+    queue and rejected the job behind it as stalled."""
+    nodes = make_cluster(2, 4, cpus=8, mem=64)
+    jobs = [JobSpec("gang", "resnet-50", 0.0, 1e4, 32, 2, 2, 2, num_ps=1, kind=JobKind.PS,
+                    worker_demand=Resources(4, 16, 4), ps_demand=SIX_CPU_SERVER),
+            JobSpec("after", "resnet-50", 60.0, 1e4, 32, 1, 1, 1, num_ps=1, kind=JobKind.PS)]
+    backend = SimBackend(nodes, jobs)
+    Controller(backend, make_policy(engine)).run()
+    gang, after = backend.jobs["gang"], backend.jobs["after"]
+    assert gang.state.value == "rejected" and gang.first_start is None
+    assert gang.reason == ("rejected: needs 2 workers beside its 1 parameter server, the nodes"
+                           " hold at most 1 beside them (a worker takes 4 GPUs, 4 CPUs, 16 GiB"
+                           " memory; a server 6 CPUs, 8 GiB memory)")
+    assert after.state.value == "completed"
+
+
+def _brute_force_workers_beside(capacity, worker, ps, workers, num_ps):
+    """Every way of spreading the servers over the nodes, each node's remaining room in
+    workers summed: the most workers placeable, or -1."""
+    import itertools
+
+    best = -1
+    for split in itertools.product(range(num_ps + 1), repeat=len(capacity)):
+        if sum(split) != num_ps:
+            continue
+        room = 0
+        for node, j in zip(capacity, split):
+            rest = node - j * ps
+            if (rest < -1e-9).any():
+                break
+            used = worker > 0
+            room += int(np.floor(rest[used] / worker[used] + 1e-9).min())
+        else:
+            best = max(best, min(room, workers))
+    return best
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 16), st.integers(0, 64), st.integers(0, 8)),
+                min_size=1, max_size=4),
+       st.tuples(st.integers(0, 8), st.integers(0, 32), st.integers(0, 4)),
+       st.tuples(st.integers(0, 8), st.integers(0, 32), st.integers(0, 2)),
+       st.integers(1, 12), st.integers(1, 4))
+def test_workers_beside_servers_matches_every_split_of_the_servers(nodes, worker, ps, workers,
+                                                                   num_ps):
+    from workbench.placement.ledger import most_workers_beside
+
+    capacity = np.array(nodes + nodes[:1] * 2, dtype=float)  # some identical nodes: squaring
+    worker, ps = np.array(worker, dtype=float), np.array(ps, dtype=float)
+    assume(worker.any())
+    assert most_workers_beside(capacity, worker, ps, workers, num_ps) == \
+        _brute_force_workers_beside(capacity, worker, ps, workers, num_ps)
+
+
+@pytest.mark.parametrize("engine", ["fifo", "tiresias", "drf"])
+def test_a_job_whose_server_finds_no_room_is_said_to_wait_for_its_server(engine):
+    """Room for the worker but not its server, then room for each but not both: the reason
+    named 2 GPUs "free but spread, largest block" though GPUs were never the shortage."""
+    hog = Resources(cpu=5, mem=8, gpu=1)
+    ps_job = {"num_ps": 1, "kind": JobKind.PS, "worker_demand": Resources(2, 8, 1)}
+    no_room = ("waiting: room for its worker, not for its parameter server (it takes 4 CPUs,"
+               " 8 GiB memory)")
+    not_both = ("waiting: room for its worker and for its parameter server, not both: they need"
+                " the same nodes")
+    cases = [([JobSpec("hog", "cifar10", 0.0, 1e6, 32, 2, 2, 2, worker_demand=hog)],
+              Resources(cpu=4, mem=8), no_room),
+             ([JobSpec("hog", "cifar10", 0.0, 1e6, 32, 1, 1, 1, worker_demand=hog),
+               JobSpec("full", "cifar10", 0.0, 1e6, 32, 1, 1, 1, worker_demand=Resources(8, 8, 1))],
+              Resources(cpu=2, mem=8), not_both)]
+    for running, server, reason in cases:
+        jobs = running + [JobSpec("ps", "resnet-50", 10.0, 1e4, 32, ps_demand=server, **ps_job)]
+        backend = SimBackend(make_cluster(2, 4, cpus=8, mem=64), jobs)
+        Controller(backend, make_policy(engine)).run(until=100.0)
+        assert backend.jobs["ps"].reason.startswith(reason)

@@ -385,8 +385,8 @@ def shape_refusal(capacity: np.ndarray, worker: Resources, ps: Resources, worker
     for the session's check of a workload and the engines': their totals, each task against
     the largest node, and each kind of task against how many of it the nodes hold (a task
     cannot span nodes: four 3-GPU workers never fit three 4-GPU nodes, though 12 GPUs do).
-    Workers and servers competing for the same nodes are not judged together (bin packing):
-    a job that passes may still never fit, and waits. `size` follows the count in the text."""
+    Then workers and servers together: a node's servers leave less room for its workers
+    (`most_workers_beside`). `size` follows the count in the text."""
     if not len(capacity):
         return None  # no node yet: wait for some rather than reject
     w, p = worker.as_array(), ps.as_array()
@@ -405,10 +405,61 @@ def shape_refusal(capacity: np.ndarray, worker: Resources, ps: Resources, worker
     for task, demand, count in tasks:
         held = most_tasks(capacity, demand)
         if held < count:
-            takes = ", ".join(f"{demand[r]:,g} {name}" for r, name in _SAY_FIRST if demand[r] > 0)
             return (f"rejected: needs {count:,} {task}s{size}, the nodes hold at most {held:,}"
-                    f" (one takes {takes} of a node)")
+                    f" (one takes {_takes(demand)} of a node)")
+    if num_ps and workers > 0 and w.any() and p.any() and num_ps <= MAX_JOINT_SERVERS:
+        held = most_workers_beside(capacity, w, p, workers, num_ps)
+        if held < workers:
+            servers = "1 parameter server" if num_ps == 1 else f"{num_ps:,} parameter servers"
+            return (f"rejected: needs {workers:,} workers{size} beside its {servers}, the nodes"
+                    f" hold at most {held:,} beside them (a worker takes {_takes(w)}; a server"
+                    f" {_takes(p)})")
     return None
+
+
+def _takes(demand: np.ndarray) -> str:
+    return ", ".join(f"{demand[r]:,g} {name}" for r, name in _SAY_FIRST if demand[r] > 0)
+
+
+# Beyond this many servers a job's workers and servers are judged apart only (the joint check
+# costs ~servers numpy operations per distinct node shape).
+MAX_JOINT_SERVERS = 256
+_NONE = -(2**40)  # "cannot": far below any count, and twice it still fits an int64
+
+
+def most_workers_beside(capacity: np.ndarray, worker: np.ndarray, ps: np.ndarray,
+                        workers: int, num_ps: int) -> int:
+    """How many workers (up to `workers`) the empty nodes hold beside all `num_ps` servers,
+    or -1 if the servers alone do not fit. Exact: a node given j servers has room for f(j)
+    workers, and the best split of the servers over the nodes is the max-plus convolution of
+    the nodes' f, taken for identical nodes by repeated squaring."""
+    shapes, counts = np.unique(capacity, axis=0, return_counts=True)
+    servers = np.arange(num_ps + 1)
+    rest = shapes[:, None, :] - servers[None, :, None] * ps  # node shape x servers x resource
+    used = worker > 0
+    room = np.floor(np.maximum(rest[:, :, used], 0.0) / worker[used] + _EPS).min(axis=2)
+    room = np.where((rest >= -_EPS).all(axis=2), np.minimum(room, workers), _NONE)
+    best = np.full(num_ps + 1, _NONE, dtype=np.int64)
+    best[0] = 0
+    for f, m in zip(room.astype(np.int64), counts):
+        while m:
+            if m & 1:
+                best = _max_plus(best, f, workers)
+            m >>= 1
+            if m:
+                f = _max_plus(f, f, workers)
+    return int(max(best[num_ps], -1))
+
+
+def _max_plus(a: np.ndarray, b: np.ndarray, cap: int) -> np.ndarray:
+    """c[k] = max over j of a[j] + b[k - j]: the most workers with k servers over two sets of
+    nodes (capped at `cap`, all a caller asks about)."""
+    out = np.full(len(a), _NONE, dtype=np.int64)
+    if np.count_nonzero(b > _NONE) < np.count_nonzero(a > _NONE):
+        a, b = b, a  # walk the shorter: a node holds few servers, a cluster many
+    for j in np.flatnonzero(a > _NONE):
+        np.maximum(out[j:], a[j] + b[:len(a) - j], out=out[j:])
+    return np.clip(out, _NONE, cap)
 
 
 def most_tasks(capacity: np.ndarray, demand: np.ndarray) -> int | float:
@@ -424,8 +475,8 @@ def most_tasks(capacity: np.ndarray, demand: np.ndarray) -> int | float:
 def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
     """A short 'why waiting' for a gang that does not fit. Kept per ledger content, demand
     and size: engines ask it of the first 200 waiting jobs, which mostly look alike."""
-    d = job.spec.worker_demand
-    key = (ledger.version, d, workers)
+    d, servers = job.spec.worker_demand, job.spec.num_ps
+    key = (ledger.version, d, workers, servers and job.spec.ps_demand, servers)
     text = ledger._shortfalls.get(key)
     if text is not None:
         return text
@@ -441,6 +492,17 @@ def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
             if free > free_tasks * per:
                 text = (f"waiting: needs {workers * per} {unit} as {workers} workers of {per};"
                         f" {free} free, room for {free_tasks} such workers")
+    elif servers and job.spec.ps_demand.as_array().any():  # the workers fit: the servers not
+        room = int(np.add.reduce(ledger.fit_counts(job.spec.ps_demand)))
+        its = "its worker" if workers == 1 else f"its {workers} workers"
+        takes = _takes(job.spec.ps_demand.as_array())
+        if room < servers:
+            text = (f"waiting: room for {its}, for {room} of its {servers} parameter servers"
+                    f" (one takes {takes})" if servers > 1 else
+                    f"waiting: room for {its}, not for its parameter server (it takes {takes})")
+        else:
+            theirs = "its parameter server" if servers == 1 else f"its {servers} parameter servers"
+            text = f"waiting: room for {its} and for {theirs}, not both: they need the same nodes"
     else:
         text = (f"waiting: needs {workers * per} {unit}; {free_tasks * per} free but spread,"
                 f" largest block {block * per}")
@@ -450,4 +512,5 @@ def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
     return text
 
 
-__all__ = ["MEM", "Ledger", "describe_shortfall", "most_tasks", "never_fits", "shape_refusal"]
+__all__ = ["MEM", "Ledger", "describe_shortfall", "most_tasks", "most_workers_beside", "never_fits",
+           "shape_refusal"]

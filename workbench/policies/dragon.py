@@ -355,10 +355,11 @@ class DragonPolicy(Policy):
             where = (f"on {len(nodes)} nodes in {len(racks)} rack{'s' if len(racks) > 1 else ''}"
                      " (fewest nodes, filled from the node with the most free room)")
         w, n_ps = total(workers), total(ps)
-        size = f"{w} workers" if w == job.spec.initial_workers else \
-            f"{w}/{job.spec.initial_workers} workers (min {job.spec.min_workers})"
+        size = (f"{w} worker{'s' if w > 1 else ''}" if w == job.spec.initial_workers else
+                f"{w}/{job.spec.initial_workers} workers (min {job.spec.min_workers})")
         gang = f"{n_ps} PS + {size}" if n_ps else size
-        return Place(job.name, f"gang started: {gang} together {where}{extra}", workers, ps)
+        together = " together" if w + n_ps > 1 else ""
+        return Place(job.name, f"gang started: {gang}{together} {where}{extra}", workers, ps)
 
     # ---- load-aware scaling -----------------------------------------------------------------
 
