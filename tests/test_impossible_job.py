@@ -194,6 +194,9 @@ def test_most_workers_is_the_whole_cluster_at_most_the_jobs_maximum():
     # By CPUs when a worker needs no GPU (2 nodes × 48 CPUs / 8).
     cpu_only = Resources(cpu=8, mem=16, gpu=0)
     assert most_workers(state, _job("d", workers=1, max_workers=HUGE, worker_demand=cpu_only)) == 12
+    # Node by node: three 4-GPU nodes hold three 3-GPU workers, though their 12 GPUs make four.
+    three = _state(make_cluster(3, 4), [], until=None)
+    assert most_workers(three, _job("e", workers=1, max_workers=HUGE, worker_demand=THREE_GPUS)) == 3
 
 
 def test_hard_but_possible_jobs_answer_in_closed_form():

@@ -30,7 +30,7 @@ How each part is estimated (all arrays, one pass over the jobs):
   Its uncertainty is taken as `WAIT_ERROR` of the delay (a heuristic, measured by
   `workbench bench forecast`). A job that does not fit even once every release is in waits
   forever (inf) and holds back no one behind it.
-- Sizes: rates are tabled only up to the most workers the whole cluster holds
+- Sizes: rates are tabled only up to the most workers the whole cluster holds, node by node
   (`most_workers`), never up to a `max_workers` the cluster cannot hold (a job asking for
   99,999 GPUs would cost minutes and gigabytes of model calls). A size above it runs never:
   rate 0, finish and band inf, P(meet) 0, no size to meet the deadline.
@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from .model import ClusterState, JobSpec, JobState, JobStatus
+from .model import ClusterState, JobSpec, JobState, JobStatus, most_tasks
 
 PRIOR_RATE_ERROR = 0.10  # relative rate error before a job has been observed
 PRIOR_WORK_ERROR = 0.10  # relative error of the measured profile's iterations to a target
@@ -688,13 +688,13 @@ def _itself(value: Any) -> Any:
 
 
 def most_workers(state: ClusterState, spec: JobSpec) -> int:
-    """Most workers of `spec` the whole cluster could ever hold at once: its total capacity
-    (every node, up or down, empty; fragmentation and parameter servers ignored) divided by one
-    worker's demand, at most `spec.max_workers` (which it stays for a worker demanding nothing).
-    An upper bound of every size that can run, so a size above it never does."""
-    most = float(_fits(state.capacity.sum(axis=0), spec.worker_demand.as_array()).min())
-    return spec.max_workers if not math.isfinite(most) else int(min(max(most, 0.0),
-                                                                    spec.max_workers))
+    """Most workers of `spec` the whole cluster could ever hold at once: every node, up or
+    down, empty, holding as many whole workers as fit it (a worker cannot span nodes: three
+    4-GPU nodes hold three 3-GPU workers, not four; parameter servers ignored), at most
+    `spec.max_workers` (which it stays for a worker demanding nothing). An upper bound of
+    every size that can run, so a size above it never does."""
+    most = most_tasks(state.capacity, spec.worker_demand.as_array())
+    return spec.max_workers if not math.isfinite(most) else int(min(most, spec.max_workers))
 
 
 def _fits(capacity: np.ndarray, demand: np.ndarray) -> np.ndarray:

@@ -7,6 +7,7 @@ are integers. Times are seconds on the backend's clock.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Iterable
@@ -385,3 +386,13 @@ def describe_placement(workers: Placement, ps: Iterable[tuple[str, int]] | Place
     parts = [f"{n}×{c}" for n, c in sorted(workers.items()) if c]
     ps_parts = [f"{n}×{c}ps" for n, c in sorted(ps_items) if c]
     return ", ".join(parts + ps_parts) or "nowhere"
+
+
+def most_tasks(capacity: np.ndarray, demand: np.ndarray) -> int | float:
+    """How many tasks of `demand` ([CPU, MEM, GPU]) the empty nodes of `capacity` (nodes x 3)
+    hold together, each task on one node (inf for a task needing nothing)."""
+    used = demand > 0
+    if not used.any():
+        return math.inf
+    per_node = np.floor(capacity[:, used] / demand[used] + 1e-9).min(axis=1)
+    return int(per_node.sum())

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..model import CPU, GPU, MEM, ClusterState, JobStatus, Placement, Resources
+from ..model import CPU, GPU, MEM, ClusterState, JobStatus, Placement, Resources, most_tasks
 
 if TYPE_CHECKING:
     from .placer import Placer
@@ -460,16 +460,6 @@ def _max_plus(a: np.ndarray, b: np.ndarray, cap: int) -> np.ndarray:
     for j in np.flatnonzero(a > _NONE):
         np.maximum(out[j:], a[j] + b[:len(a) - j], out=out[j:])
     return np.clip(out, _NONE, cap)
-
-
-def most_tasks(capacity: np.ndarray, demand: np.ndarray) -> int | float:
-    """How many tasks of `demand` the empty nodes hold together (inf for a task needing
-    nothing)."""
-    used = demand > 0
-    if not used.any():
-        return math.inf
-    per_node = np.floor(capacity[:, used] / demand[used] + _EPS).min(axis=1)
-    return int(per_node.sum())
 
 
 def describe_shortfall(ledger: Ledger, job: JobStatus, workers: int) -> str:
