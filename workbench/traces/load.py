@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..model import JobSpec
-from .validate import MAX_SECONDS
+from .validate import beyond_time_limit
 
 
 def gpu_seconds(jobs: Sequence[JobSpec], perf=None) -> float:
@@ -54,10 +54,8 @@ def at_load(jobs: Sequence[JobSpec], cluster_gpus: float, load: float, perf=None
     factor = current / load
     start = min(j.arrival for j in jobs)
     last = start + (max(j.arrival for j in jobs) - start) * factor
-    if not last <= MAX_SECONDS:
-        raise ConfigError(f"load {load:g}: the last job would arrive at {last:.3g} s, beyond"
-                          f" {MAX_SECONDS:.3g} s (where a time loses its milliseconds); raise"
-                          " the load")
+    if why := beyond_time_limit("the last job would arrive", last):
+        raise ConfigError(f"load {load:g}: {why}; raise the load")
     out = []
     for job in jobs:
         arrival = start + (job.arrival - start) * factor

@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..model import JobKind, JobSpec
 from .common import WORKER_DEMAND, Jobs, RateCache, default_perf, suited_batch_size
-from .validate import MAX_SECONDS
+from .validate import beyond_time_limit
 
 # Per-worker batch size of each parameter-server model in the DL2 measurements (config_speed).
 PS_BATCH_PER_WORKER = {
@@ -113,10 +113,8 @@ class _Draws:
            n_ps_models: int) -> _Draws:
         gaps = rng.exponential(1.0 / arrival_rate, n_jobs)
         arrivals = np.cumsum(gaps) - (gaps[0] if n_jobs else 0.0)
-        if n_jobs and not arrivals[-1] <= MAX_SECONDS:
-            raise ConfigError(f"synthetic: at {arrival_rate:g} jobs/s the last job arrives at"
-                              f" {arrivals[-1]:.3g} s, beyond {MAX_SECONDS:.3g} s (where a time"
-                              " loses its milliseconds); raise the rate")
+        if n_jobs and (why := beyond_time_limit("the last job arrives", arrivals[-1])):
+            raise ConfigError(f"synthetic: at {arrival_rate:g} jobs/s {why}; raise the rate")
         ps_share = float(ps_jobs) if not isinstance(ps_jobs, bool) else (1.0 if ps_jobs else 0.0)
         if not 0.0 <= ps_share <= 1.0:
             raise ConfigError(f"synthetic: ps_jobs must be a bool or a share in [0, 1],"

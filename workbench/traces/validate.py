@@ -35,6 +35,16 @@ MAX_INT = 2**53  # integers above this lose precision as floats (and overflow in
 # Times and durations (the float kinds) above this lose millisecond resolution as floats: a job
 # arriving at 1e300 s would "finish" at its arrival, in no time.
 MAX_SECONDS = 2**53 / 1000
+
+
+def beyond_time_limit(what: str, seconds: float) -> str | None:
+    """'`what` at `seconds` s, beyond MAX_SECONDS ...' when it is (or is not a number)."""
+    if seconds <= MAX_SECONDS:
+        return None
+    return (f"{what} at {seconds:.3g} s, beyond {MAX_SECONDS:.3g} s (where a time loses its"
+            " milliseconds)")
+
+
 MAX_LINE = 1 << 16  # bytes in one row of a trace CSV
 MAX_NAME = 253  # characters in a job name (a Kubernetes object name's limit)
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
