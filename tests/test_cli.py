@@ -79,6 +79,10 @@ def test_policies_lists_every_engine(capsys):
     out = run_json(capsys, "policies")
     names = {p["engine"] for p in out["policies"]}
     assert {"kube-default", "fifo", "drf", "tiresias", "optimus"} <= names
+    # each described in words, from its class or its module (it listed module names)
+    about = {p["engine"]: p["about"] for p in out["policies"]}
+    assert about["tiresias"].startswith("Tiresias (NSDI'19)")
+    assert not any(a.startswith("workbench.") for a in about.values()), about
 
 
 @pytest.mark.parametrize("argv", [[], ["bench"], ["cluster"], ["openb"], ["serve"], ["schedule"],

@@ -294,12 +294,12 @@ def register(sub) -> None:
 
 
 def _list_policies(args) -> int:
-    from ..policies import available, make_policy
+    from ..policies import about, available, make_policy
 
     rows = []
     for name in available():
         try:
-            doc = (make_policy(name).__doc__ or type(make_policy(name)).__module__).strip().splitlines()[0]
+            doc = about(type(make_policy(name))).split(". ")[0].rstrip(".")  # its first sentence
         except Exception as e:  # noqa: BLE001 - an engine that needs options still lists
             doc = f"({e})"
         rows.append({"engine": name, "about": doc})

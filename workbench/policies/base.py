@@ -79,6 +79,15 @@ def register(name: str) -> Callable[[type[Policy]], type[Policy]]:
     return deco
 
 
+def about(engine: type) -> str:
+    """The first paragraph of an engine's docstring, or of its module's (most engines are
+    described there), on one line."""
+    import sys
+
+    doc = engine.__doc__ or sys.modules[engine.__module__].__doc__ or engine.__module__
+    return " ".join(doc.strip().split("\n\n")[0].split())
+
+
 def available() -> list[str]:
     _load_all()
     return sorted(_REGISTRY)

@@ -29,7 +29,6 @@ derives incrementally `tracking`'s.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -44,7 +43,7 @@ from ..control import Controller, Recorder
 from ..errors import AnotherSchedulerLeads
 from ..k8s.leader import DEFAULT_LEASE, LeaseHolder, read_lease
 from ..model import ClusterState
-from ..policies import available, check_engine, make_policy
+from ..policies import about, available, check_engine, make_policy
 from ..session import load_jobs, load_nodes, simulate
 from ..sim import SimBackend
 from ..sim.snapshot import Snapshot
@@ -228,9 +227,7 @@ class WorkbenchState(RunControls):
     @property
     def engine_about(self) -> str:
         """The first paragraph of the active engine's docstring (or its module's)."""
-        policy = self.controller.policy
-        doc = type(policy).__doc__ or sys.modules[type(policy).__module__].__doc__ or ""
-        return " ".join(doc.strip().split("\n\n")[0].split())
+        return about(type(self.controller.policy))
 
     @property
     def engine_history(self) -> dict[str, list[tuple[float, Any]]]:
