@@ -72,6 +72,20 @@ def served(*extra: str) -> Iterator[str]:
         stop(proc)
 
 
+_TABLE_FACTS = """([cls, field]) => {
+  const rows = [];
+  for (const m of Bokeh.documents[0].all_models)
+    if (m.css_classes && m.css_classes.includes(cls)) rows.push(m.source ? m.source.get_length() : null);
+  const cells = [];
+  const walk = (root) => root.querySelectorAll('*').forEach(e => {
+    if (e.shadowRoot) walk(e.shadowRoot);
+    if (e.classList.contains('tabulator-cell') && e.getAttribute('tabulator-field') === field) {
+      const r = e.getBoundingClientRect(); cells.push([r.width, r.height]); } });
+  walk(document);
+  return {model_rows: rows, cells_drawn: cells};
+}"""
+
+
 class Page:
     """One browser session on the app, collecting console errors."""
 
@@ -91,6 +105,11 @@ class Page:
     def source(self, name: str, column: str) -> list:
         return self.js(f"() => Array.from(Bokeh.documents[0].get_model_by_name('{name}')"
                        f".data['{column}'])")
+
+    def table_facts(self, css_class: str, field: str) -> dict:
+        """For a failure's message: the rows the browser's model of the table `css_class` holds,
+        and the size of each `field` cell drawn (Panel draws them inside shadow roots)."""
+        return self.page.evaluate(_TABLE_FACTS, [css_class, field])
 
     def wait_for(self, condition, timeout: float = 60.0, what: str = "condition"):
         end = time.monotonic() + timeout

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 pytestmark = pytest.mark.ui
 
@@ -110,8 +111,15 @@ def test_a_viewer_of_a_shared_console_cannot_load_the_server(browser, screenshot
             operator.page.get_by_role("button", name="Fork and run every engine").click()
             operator.page.wait_for_selector("text=/Forked at \\d+\\.\\d\\d h/", timeout=120_000)
             # the status line can come before the table's cells are drawn (CI, a busy machine)
-            operator.page.wait_for_selector(".tabulator-cell[tabulator-field=policy]",
-                                            timeout=30_000)
+            try:
+                operator.page.wait_for_selector(".tabulator-cell[tabulator-field=policy]",
+                                                timeout=30_000)
+            except PlaywrightTimeout:  # twice in CI, never here: say what the browser had
+                operator.page.screenshot(path=str(screenshots / "ui-operator-not-drawn.png"),
+                                         full_page=True)
+                facts = operator.table_facts("whatif-table", "policy")
+                raise AssertionError(f"what-if rows not drawn: {facts}; console errors"
+                                     f" {operator.errors}") from None
             time.sleep(2)  # the viewer's console has ticked since: it shows no one else's result
             assert viewer.page.locator(".tabulator-cell[tabulator-field=policy]").count() == 0
             viewer.page.screenshot(path=str(screenshots / "ui-operator-viewer.png"),
