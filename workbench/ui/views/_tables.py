@@ -38,7 +38,7 @@ COLUMNS = {
     "deadline_hit_rate": {"minWidth": 78}, "avg_queue_h": {"minWidth": 66},
     "median_jct_h": {"minWidth": 72},
     "app": {"minWidth": 64}, "state": {"minWidth": 75}, "action": {"minWidth": 70},
-    "progress": {"minWidth": 84}, "band": {"minWidth": 70, "widthGrow": 1.3},
+    "progress": {"minWidth": 84}, "band": {"minWidth": 96, "widthGrow": 1.3},
     "placement": {"minWidth": 94, "widthGrow": 2.2},
     "last_action": {"minWidth": 100, "widthGrow": 1.4}, "workers": {"minWidth": 78},
     "arrival_h": {"minWidth": 64}, "deadline_h": {"minWidth": 76}, "p_meet": {"minWidth": 78},
