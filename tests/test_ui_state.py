@@ -184,6 +184,27 @@ def test_job_colours_are_stable():
     assert job_colour("cifar10-0").startswith("#")
 
 
+def test_jobs_holding_gpus_at_once_have_different_colours_while_the_palette_lasts():
+    """By name alone two jobs running side by side were often alike ('colour = job'): on the
+    default run's first half hour four jobs showed three colours. A job keeps its colour while
+    it holds GPUs."""
+    from workbench.ui.data import PALETTE, CellPainter
+
+    store = WorkbenchState.from_workload("default", "default", "fifo")
+    painter = CellPainter(len(store.layout.nodes), store.layout.max_gpus)
+    kept: dict[str, str] = {}
+    for hours in (0.5, 1, 2, 4, 8):
+        store.advance(hours * 3600 - store.now)
+        state = store.backend.observe()
+        holders = gpu_holders(store.backend, state)
+        cells = painter.paint(state, holders)
+        colours = {job: cells.gpu_colour[painter.cells_of(job)[0]] for job in holders}
+        assert len(set(colours.values())) == min(len(holders), len(PALETTE)), (hours, colours)
+        for job, colour in colours.items():
+            assert kept.setdefault(job, colour) == colour, (job, hours)
+        kept = {j: c for j, c in kept.items() if j in holders}
+
+
 # ---- engine views ---------------------------------------------------------------------------
 
 

@@ -6,7 +6,8 @@
   memory in use and the tasks on it. Arrays, so 1,000 nodes cost milliseconds.
 - `JobsTable`: one row per job for the jobs table.
 - `timeline_frame`, `switches_frame`, `decisions_frame`: the run's history as tables.
-- `job_colour`: a stable colour per job name (the same in every view and every run).
+- `job_colour`: a job's preferred colour, by its name; the cluster view gives the jobs
+  holding GPUs at once different colours while the palette lasts (`CellPainter`).
 """
 
 from __future__ import annotations
@@ -198,6 +199,10 @@ class CellPainter:
         self._cell_jobs: dict[int, dict[str, float]] = {}
         self._task_seen: dict[str, tuple[dict, dict, list[int]]] = {}
         self._node_tasks: list[dict[str, str]] = [{} for _ in range(n_nodes)]
+        # The colour of each job holding GPUs, and how many such jobs have each colour: by
+        # name alone two of the first two jobs were often alike (24 colours, any pair 1 in 24).
+        self._colour_of: dict[str, str] = {}
+        self._colour_use = dict.fromkeys(PALETTE, 0)
 
     def paint(self, state: ClusterState, holders: Mapping[str, list[tuple[int, int, float]]]
               ) -> ClusterCells:
@@ -234,10 +239,14 @@ class CellPainter:
             for cell, _ in self._gpu_seen.pop(job)[2]:
                 self._cell_jobs[cell].pop(job, None)
                 dirty.add(cell)
+            self._colour_use[self._colour_of.pop(job)] -= 1
         for job, gpus in holders.items():
             seen = self._gpu_seen.get(job)
             if seen is not None and seen[0] is gpus and seen[1] == len(gpus):
                 continue
+            if seen is None:
+                self._colour_of[job] = colour = self._free_colour(job)
+                self._colour_use[colour] += 1
             if seen is not None:
                 for cell, _ in seen[2]:
                     self._cell_jobs[cell].pop(job, None)
@@ -256,9 +265,18 @@ class CellPainter:
                 self.colour[cell], self.text[cell] = FREE_COLOUR, "free"
                 continue
             main = max(held, key=held.__getitem__)
-            self.colour[cell] = job_colour(main)
+            self.colour[cell] = self._colour_of[main]
             self.text[cell] = ", ".join(j if a >= 1 - 1e-9 else f"{j} {a:.2f}"
                                         for j, a in held.items())
+
+    def _free_colour(self, job: str) -> str:
+        """The job's own colour if no job holding GPUs has it, else the least used one (the
+        first in the palette on a tie)."""
+        own = job_colour(job)
+        fewest = min(self._colour_use.values())
+        if self._colour_use[own] == fewest:
+            return own
+        return next(c for c, n in self._colour_use.items() if n == fewest)
 
     def _paint_tasks(self, state: ClusterState) -> None:
         index = state.node_index
