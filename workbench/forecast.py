@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from .model import ClusterState, JobSpec, JobState, JobStatus, most_tasks
+from .model import ClusterState, JobSpec, JobState, JobStatus, most_tasks, tasks_per_node
 
 PRIOR_RATE_ERROR = 0.10  # relative rate error before a job has been observed
 PRIOR_WORK_ERROR = 0.10  # relative error of the measured profile's iterations to a target
@@ -301,7 +301,7 @@ class Forecaster:
         hit = self._per_node.get(key)
         if hit is not None:
             return hit
-        best = _fits(state.capacity, d.as_array()).min(axis=1).max(initial=1.0)
+        best = tasks_per_node(state.capacity, d.as_array()).max(initial=1.0)
         one = int(min(best, spec.max_workers)) if np.isfinite(best) else spec.max_workers
         if len(self._per_node) > 10000:
             self._per_node.clear()
@@ -695,13 +695,6 @@ def most_workers(state: ClusterState, spec: JobSpec) -> int:
     every size that can run, so a size above it never does."""
     most = most_tasks(state.capacity, spec.worker_demand.as_array())
     return spec.max_workers if not math.isfinite(most) else int(min(most, spec.max_workers))
-
-
-def _fits(capacity: np.ndarray, demand: np.ndarray) -> np.ndarray:
-    """Per resource (last axis), how many tasks of `demand` `capacity` holds (inf: no demand)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(demand > 0, np.floor(capacity / np.where(demand > 0, demand, 1.0) + 1e-9),
-                        np.inf)
 
 
 def workers_to_meet(job: JobStatus, rates: np.ndarray, remaining: float, time_left: float,

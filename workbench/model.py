@@ -388,11 +388,18 @@ def describe_placement(workers: Placement, ps: Iterable[tuple[str, int]] | Place
     return ", ".join(parts + ps_parts) or "nowhere"
 
 
-def most_tasks(capacity: np.ndarray, demand: np.ndarray) -> int | float:
-    """How many tasks of `demand` ([CPU, MEM, GPU]) the empty nodes of `capacity` (nodes x 3)
-    hold together, each task on one node (inf for a task needing nothing)."""
+def tasks_per_node(capacity: np.ndarray, demand: np.ndarray) -> np.ndarray:
+    """How many tasks of `demand` ([CPU, MEM, GPU]) each empty node of `capacity` (nodes x 3)
+    holds (inf on every node for a task needing nothing)."""
     used = demand > 0
     if not used.any():
+        return np.full(len(capacity), math.inf)
+    return np.floor(capacity[:, used] / demand[used] + 1e-9).min(axis=1)
+
+
+def most_tasks(capacity: np.ndarray, demand: np.ndarray) -> int | float:
+    """How many tasks of `demand` the empty nodes of `capacity` hold together, each task on
+    one node (inf for a task needing nothing)."""
+    if not (demand > 0).any():
         return math.inf
-    per_node = np.floor(capacity[:, used] / demand[used] + 1e-9).min(axis=1)
-    return int(per_node.sum())
+    return int(tasks_per_node(capacity, demand).sum())
