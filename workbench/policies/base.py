@@ -6,6 +6,7 @@ that names an engine before making it."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -82,8 +83,6 @@ def register(name: str) -> Callable[[type[Policy]], type[Policy]]:
 def about(engine: type) -> str:
     """The first paragraph of an engine's docstring, or of its module's (most engines are
     described there), on one line."""
-    import sys
-
     doc = engine.__doc__ or sys.modules[engine.__module__].__doc__ or engine.__module__
     return " ".join(doc.strip().split("\n\n")[0].split())
 

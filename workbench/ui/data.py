@@ -247,7 +247,7 @@ class CellPainter:
             if seen is None:
                 self._colour_of[job] = colour = self._free_colour(job)
                 self._colour_use[colour] += 1
-            if seen is not None:
+            else:
                 for cell, _ in seen[2]:
                     self._cell_jobs[cell].pop(job, None)
                     dirty.add(cell)
