@@ -5,6 +5,8 @@ All on small made-up clusters and pod lists: the openb files themselves are not 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -21,7 +23,7 @@ from workbench.placement.fragmentation import (
 )
 from workbench.placement.plugins import PLACEMENT_PLUGINS
 from workbench.placement.state import PlacementState, Task
-from workbench.traces.openb import load_openb_nodes, load_openb_pods
+from workbench.traces.openb import NODE_FILE, load_openb_nodes, load_openb_pods
 
 POD_HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,"
               "creation_time,deletion_time,scheduled_time\n")
@@ -356,3 +358,27 @@ def test_cluster_fragmentation_of_a_cluster_state():
     # a: (250 + 250 + 1250) / 3; b: (0 + 0 + 3000) / 3 -> 1583.3 milli of 4250 free
     assert got["fragmented_gpus"] == pytest.approx(4750 / 3 / 1000)
     assert got["fragmentation_ratio"] == pytest.approx(4750 / 3 / 4250)
+
+
+def test_the_cli_finds_openb_data_as_a_notebook_does(tmp_path, monkeypatch, capsys):
+    """`openb` without --data looks where a notebook looks (`find_data_dir`): $WORKBENCH_OPENB_DATA,
+    else ../shared/data/openb from the working directory or one above it; it used to look
+    from the working directory only, and said 'not found' one directory down."""
+    data = tmp_path / "shared" / "data" / "openb"
+    data.mkdir(parents=True)
+    (data / NODE_FILE).write_text("sn,cpu_milli,memory_mib,gpu,model\n" + "".join(
+        f"n{i},64000,262144,4,G2\n" for i in range(6)))
+    synthetic_pods(40).to_csv(data / "openb_pod_list_default.csv", index=False)
+    deep = tmp_path / "repo" / "notebooks"
+    deep.mkdir(parents=True)
+    monkeypatch.delenv("WORKBENCH_OPENB_DATA", raising=False)
+    monkeypatch.chdir(deep)
+    assert main(["openb", "--plugins", "best-fit", "--seeds", "1", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["gpus"] == 24
+    monkeypatch.chdir(tmp_path.parent)  # nothing above: not found, saying where it looked
+    monkeypatch.setenv("WORKBENCH_OPENB_DATA", str(tmp_path / "nowhere"))
+    assert main(["openb", "--plugins", "best-fit", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "openb data not found ($WORKBENCH_OPENB_DATA" in err and err.count("\n") == 1
+    monkeypatch.setenv("WORKBENCH_OPENB_DATA", str(data))
+    assert main(["openb", "--plugins", "best-fit", "--seeds", "1", "--json", "--quiet"]) == 0

@@ -36,13 +36,14 @@ DEFAULT_POD_FILE = "openb_pod_list_default.csv"
 
 
 def default_data_dir() -> Path:
-    """`../shared/data/openb` relative to the working directory, if it exists."""
-    path = (Path.cwd() / DEFAULT_DIR).resolve()
-    if not path.is_dir():
+    """Where the openb files are (`find_data_dir`); InputError saying how to name them."""
+    path = find_data_dir()
+    if path is None:
         raise InputError(
-            "openb data not found: pass --data DIR (or --pods/--nodes PATH); the trace is not "
-            "shipped with the package (license), get it from alibaba/clusterdata "
-            "cluster-trace-gpu-v2023", file=str(DEFAULT_DIR))
+            f"openb data not found (${DATA_ENV}, or {DEFAULT_DIR} from here or a directory "
+            "above): pass --data DIR (or --pods/--nodes PATH); the trace is not shipped with "
+            "the package (license), get it from alibaba/clusterdata cluster-trace-gpu-v2023",
+            file=str(DEFAULT_DIR))
     return path
 
 
