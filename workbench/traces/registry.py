@@ -98,7 +98,8 @@ def _default_deadlines(arg: str) -> bool:
 
 
 def _by_header(path: str, seed: int) -> Jobs:
-    header = set(read_header(path))  # raises InputError for a missing file
+    columns = read_header(path)  # raises InputError for a missing file
+    header = set(columns)
     if not header:
         raise InputError("empty file: expected a CSV header (a Pollux workload or Philly trace)",
                          file=path)
@@ -108,7 +109,7 @@ def _by_header(path: str, seed: int) -> Jobs:
         return load_philly(path, seed=seed)
     raise InputError(f"unknown trace format: expected a header like {','.join(POLLUX_COLUMNS)}"
                      " (Pollux) or timestamp,duration,num_gpus (Philly), got"
-                     f" {','.join(sorted(header))}", file=path, line=1)
+                     f" {','.join(columns)}", file=path, line=1)
 
 
 def _synthetic_options(arg: str, seed: int) -> dict:
