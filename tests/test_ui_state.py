@@ -138,6 +138,25 @@ def test_load_replaces_cluster_and_workload(store):
 # ---- derived data ---------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("settings, message", [
+    ({"limit": 0}, "limit: expected a positive integer, got 0"),
+    ({"seed": -1}, "seed: expected a non-negative integer, got -1"),
+    ({"cluster": "huge"}, "cluster: expected a preset"),
+    ({"cluster": "0x4"}, "cluster 0x4: expected NxG"),
+    ({"speed": -1}, "speed: expected a finite number from 1 to 1e+07, got -1"),
+    ({"period_ms": 0}, "period_ms: expected a finite number from 50 to 60000, got 0"),
+    ({"restart_delay": -1}, "restart_delay: expected a finite number from 0"),
+    ({"load": 2}, "load: unknown setting; known: checkpoint_interval, contention, "),
+])
+def test_a_notebooks_bad_setting_is_named_as_it_typed_it(settings, message):
+    """`WorkbenchState.from_workload` (a notebook's `Workbench(...)`) names the keyword: it said
+    '--limit' (a CLI flag), 'Number parameter RunControls.speed' (Param's), or raised a TypeError
+    ('unexpected keyword argument') for a setting that does not exist."""
+    with pytest.raises(ConfigError) as e:
+        WorkbenchState.from_workload("synthetic:n=5", **settings)
+    assert str(e.value).startswith(message) and "--" not in str(e.value)
+
+
 def test_fractional_gpus_are_shown_as_fractions_with_every_holder():
     nodes = make_cluster(1, gpus_per_node=2)
     half = Resources(cpu=1, mem=4, gpu=0.5)

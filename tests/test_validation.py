@@ -368,5 +368,5 @@ def test_the_notebook_api_refuses_what_the_cli_refuses():
     with pytest.raises(ConfigError, match="restart_delay: expected a finite number from 0 to"
                                           " 86400, got 1e"):
         WorkbenchState.from_workload("default", "default", "fifo", restart_delay=1e300)
-    with pytest.raises(ConfigError, match="--seed: expected a non-negative integer, got -1"):
+    with pytest.raises(ConfigError, match="^seed: expected a non-negative integer, got -1"):
         WorkbenchState.from_workload("default", "default", "fifo", seed=-1)

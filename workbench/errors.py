@@ -4,6 +4,7 @@ checks of option values that raise them."""
 from __future__ import annotations
 
 import math
+import re
 
 
 class WorkbenchError(Exception):
@@ -23,6 +24,13 @@ class InputError(WorkbenchError):
 
 class ConfigError(WorkbenchError):
     """A bad option or configuration value."""
+
+
+def as_keyword(error: ConfigError) -> ConfigError:
+    """`error` as a Python caller reads it: a message opening with a CLI flag ('--limit: ...',
+    '--cluster 0x4: ...', '--gpus-per-node: ...') names the keyword they typed ('limit: ...')."""
+    return ConfigError(re.sub(r"^--([a-z][a-z0-9-]*)", lambda m: m[1].replace("-", "_"),
+                              str(error)))
 
 
 class AnotherSchedulerLeads(WorkbenchError):

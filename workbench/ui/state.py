@@ -40,7 +40,7 @@ import param
 from .. import whatif
 from ..backend import Forkable, Snapshottable
 from ..control import Controller, Recorder
-from ..errors import AnotherSchedulerLeads
+from ..errors import AnotherSchedulerLeads, ConfigError, as_keyword, check_number
 from ..k8s.leader import DEFAULT_LEASE, LeaseHolder, read_lease
 from ..model import ClusterState
 from ..policies import about, available, check_engine, make_policy
@@ -67,6 +67,9 @@ from .tracking import EngineHistory, ForecastCache, JobListing, LastActions, sum
 from .waiting import EngineWord, why_now
 
 SIM_OPTIONS = {"restart_delay", "checkpoint_interval", "faults", "contention"}
+# the store's parameters a caller sets (`Workbench(speed=...)`); the others are its own
+SETTINGS = ("running", "speed", "period_ms", "controls_locked", "preview_horizon",
+            "what_if_budget_s", "parallel_forks", "max_job_rows")
 
 
 class WorkbenchState(RunControls):
@@ -126,6 +129,19 @@ class WorkbenchState(RunControls):
         self._painter = CellPainter(len(self.layout.nodes), self.layout.max_gpus)
 
     @classmethod
+    def check_settings(cls, params: dict[str, Any]) -> None:
+        """A one-line ConfigError naming a setting the store does not have, or a number out of
+        its bounds, as the caller typed it (Param's own message names 'RunControls.speed')."""
+        own = cls.param.objects()
+        for name, value in params.items():
+            if name not in own and name not in SIM_OPTIONS:
+                known = sorted({*SETTINGS, *SIM_OPTIONS})
+                raise ConfigError(f"{name}: unknown setting; known: {', '.join(known)}")
+            bounds = getattr(own.get(name), "bounds", None)
+            if isinstance(own.get(name), param.Number) and bounds is not None:
+                check_number(name, value, minimum=bounds[0], maximum=bounds[1])
+
+    @classmethod
     def from_kubeconfig(cls, kubeconfig: str | None = None, policy: str = "tiresias", *,
                         namespace: str | None = None, context: str | None = None,
                         clock_speed: float | None = None, **params) -> WorkbenchState:
@@ -154,11 +170,15 @@ class WorkbenchState(RunControls):
         """A simulated cluster (`cluster` preset or NxG) running the jobs of `trace` (or
         `jobs` on `nodes`, when given). Simulator options (`restart_delay`, `faults`, ...) go
         to the simulator, the rest to the store."""
+        cls.check_settings(params)
         sim_options = {k: params.pop(k) for k in list(params) if k in SIM_OPTIONS}
-        if jobs is None:
-            jobs = load_jobs(trace, seed=seed, limit=limit)
-        if nodes is None:
-            nodes = load_nodes(trace, cluster)
+        try:
+            if jobs is None:
+                jobs = load_jobs(trace, seed=seed, limit=limit)
+            if nodes is None:
+                nodes = load_nodes(trace, cluster)
+        except ConfigError as e:  # the session's messages name the CLI's flags
+            raise as_keyword(e) from None
         controller = simulate(nodes, jobs, policy, **sim_options)
         return cls(controller.backend, controller.policy, controller=controller,
                    workload=str(trace), cluster=str(cluster), **params)
