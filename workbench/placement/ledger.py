@@ -181,6 +181,20 @@ class Ledger:
 
     # -- taking resources -----------------------------------------------------------------
 
+    def holds(self, worker: Resources, workers: Placement, ps: Resources, servers: Placement
+              ) -> bool:
+        """Whether `workers` (node -> count) of `worker` and `servers` of `ps` fit what is free
+        now, together, node by node; False when one of the nodes is unknown (a placement
+        planned before a node left)."""
+        need = np.zeros_like(self.free)
+        for demand, placement in ((worker, workers), (ps, servers)):
+            for name, count in placement.items():
+                i = self.index.get(name)
+                if i is None:
+                    return False
+                need[i] += demand.as_array() * count
+        return bool((need <= self.free + 1e-6).all())
+
     def take(self, placement: Placement, demand: Resources) -> None:
         if not placement:  # no tasks (a job without parameter servers): the content stays
             return

@@ -735,7 +735,7 @@ class OasisPolicy(Policy):
                 reasons[j.name] = f"paused in slot {s}: its schedule gives it no workers now"
                 continue
             w, p = plan
-            if _fits(ledger, j.spec, w, p):
+            if ledger.holds(j.spec.worker_demand, w, j.spec.ps_demand, p):
                 got = (w, p)
             else:  # a node down or taken by an unplanned job: same counts anywhere free
                 got = ledger.place_gang(j, sum(w.values()), sum(p.values()))
@@ -754,7 +754,9 @@ class OasisPolicy(Policy):
                 last = _last_counts(self.schedules.get(j.name), j)
                 w, p = w or last[0], p or last[1]
             got = None
-            if j.state.placed and _fits(ledger, j.spec, j.workers, j.ps):
+            spec = j.spec
+            if j.state.placed and ledger.holds(spec.worker_demand, j.workers, spec.ps_demand,
+                                               j.ps):
                 got = (j.workers, j.ps)
             elif w:
                 got = ledger.place_gang(j, w, p)
@@ -839,17 +841,6 @@ def _counts(names: list[str], nodes: np.ndarray) -> Placement:
     return out
 
 
-def _fits(ledger: Ledger, spec: JobSpec, workers: Placement, ps: Placement) -> bool:
-    need = np.zeros_like(ledger.free)
-    for n, c in workers.items():
-        if n not in ledger.index:
-            return False
-        need[ledger.index[n]] += spec.worker_demand.as_array() * c
-    for n, c in ps.items():
-        if n not in ledger.index:
-            return False
-        need[ledger.index[n]] += spec.ps_demand.as_array() * c
-    return bool((need <= ledger.free + 1e-6).all())
 
 
 def _same(a: tuple[Placement, Placement], b: tuple[Placement, Placement]) -> bool:

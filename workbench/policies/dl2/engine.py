@@ -12,7 +12,6 @@ from ...model import (
     Action,
     ClusterState,
     JobKind,
-    JobSpec,
     JobStatus,
     Place,
     Placement,
@@ -160,7 +159,9 @@ class Dl2Policy(Policy):
             w, p, _ = counts[j.name]
             planned, got = plans[j.name], None
             if w:
-                got = planned if _fits(ledger, j.spec, *planned) else ledger.place_gang(j, w, p)
+                spec = j.spec
+                fits = ledger.holds(spec.worker_demand, planned[0], spec.ps_demand, planned[1])
+                got = planned if fits else ledger.place_gang(j, w, p)
                 stranded = stranded or got is None
             if j.state.placed:
                 why = (f"DL2 resizes it to {w} workers, {p} PS" if (w, p) != (j.num_workers,
@@ -257,10 +258,3 @@ def _nonzero(placement: Placement) -> Placement:
     return {n: c for n, c in placement.items() if c}
 
 
-def _fits(ledger: Ledger, spec: JobSpec, workers: Placement, ps: Placement) -> bool:
-    need = np.zeros_like(ledger.free)
-    for n, c in workers.items():
-        need[ledger.index[n]] += spec.worker_demand.as_array() * c
-    for n, c in ps.items():
-        need[ledger.index[n]] += spec.ps_demand.as_array() * c
-    return bool((need <= ledger.free + 1e-6).all())
