@@ -61,6 +61,15 @@ def _overflows(p: Page, table: str) -> bool:
         "e => e.scrollWidth > e.clientWidth + 1")
 
 
+def _right_edges(p: Page, table: str) -> tuple[float, float]:
+    """The right edge of the table's rightmost cell, and of the widget's own box in the page
+    (a table wider than its place runs past it, clipped by what holds it)."""
+    return p.page.locator(f".{table}").first.evaluate("""e => [
+        Math.max(...[...e.querySelectorAll('.tabulator-cell')]
+                 .map(c => c.getBoundingClientRect().right)),
+        (e.getRootNode().host || e).getBoundingClientRect().right]""")
+
+
 def _rows(p: Page) -> list[dict]:
     """One snapshot of the jobs table's rows on the page: job, state, arrival, selected."""
     return p.page.locator(".jobs-table .tabulator-row").evaluate_all("""rows => rows
@@ -247,6 +256,67 @@ def test_on_a_laptop_screen_no_tab_scrolls_sideways(browser, server):
                 sizes = p.page.evaluate("() => [document.documentElement.scrollWidth,"
                                         " document.documentElement.clientWidth]")
                 assert sizes[0] <= sizes[1], (width, tab, sizes)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_the_engine_tabs_queue_fits_the_tab_with_its_reasons_whole(browser, server):
+    """Tiresias's queue table was sized to its data: at 1,366 px its reason column ran past
+    the tab's right edge and was cut ('... higher priority jobs need th'), and 'attained_gpu_h'
+    was cut in its header. It is the console's table now: text wraps, columns fit."""
+    p = Page(browser, server)
+    try:
+        p.page.set_viewport_size({"width": 1366, "height": 1000})
+        p.tab("Engine")
+        p.wait_for(lambda: p.click("Step") or any(
+            len(t) > 40 for t in _column(p, "engine-table", "reason")), what="a queued job")
+        _pause(p)
+        for width in (1366, 1280):
+            p.page.set_viewport_size({"width": width, "height": 1000})
+            time.sleep(1.0)
+            assert not _overflows(p, "engine-table"), width
+            assert _cut_cells(p, "engine-table", "reason") == [], width
+            assert _cut_titles(p, "engine-table") == [], width
+            assert _cut_cells(p, "engine-facts", "value") == [], width
+        assert p.errors == []
+    finally:
+        p.close()
+
+
+def test_a_switch_previews_changed_jobs_are_shown_whole_in_the_sidebar(browser):
+    """The preview's jobs table in the sidebar was sized to its data: 'restarting, 37% done'
+    ran past the sidebar's edge, cut with no sign. Each engine's outcome wraps now, and a
+    second preview (other engines, other columns) gets a table of its own. On the default
+    workload, where jobs are still running 4 hours on."""
+    with served("--speed", "600") as url:
+        _preview_changes_whole(Page(browser, url))
+
+
+def _preview_changes_whole(p: Page) -> None:
+    try:
+        p.page.set_viewport_size({"width": 1366, "height": 1000})
+        for _ in range(6):
+            p.click("Step")
+        _pause(p)
+        select = p.page.get_by_label("switch to")
+        for engine in ("pollux", "fifo"):
+            p.wait_for(lambda e=engine: e in select.locator("option").all_inner_texts(),
+                       what=f"option {engine}")
+            select.select_option(engine)
+            p.page.wait_for_selector(f"text=/If you switch \\S+ → {engine} now/",
+                                     timeout=60_000)
+            fields = p.wait_for(lambda: [f for f in p.page.locator(
+                ".preview-changes .tabulator-col[tabulator-field]").evaluate_all(
+                "els => els.map(e => e.getAttribute('tabulator-field'))")
+                if f != "job"] or None, what="the changed jobs")
+            assert engine in fields, fields
+            for field in fields:
+                assert _cut_cells(p, "preview-changes", field) == [], (engine, field)
+            texts = _column(p, "preview-changes", engine)
+            assert any(len(t) >= 16 for t in texts), texts  # 'pending, 0% done'
+            cells, box = _right_edges(p, "preview-changes")
+            assert cells <= box + 1, (engine, cells, box)
         assert p.errors == []
     finally:
         p.close()

@@ -45,6 +45,7 @@ COLUMNS = {
     "time_h": {"minWidth": 64}, "applied": {"minWidth": 66},
     "reason": {"minWidth": 100, "widthGrow": 4}, "detail": {"minWidth": 140, "widthGrow": 3},
     "note": {"minWidth": 120, "widthGrow": 2.5},
+    "fact": {"minWidth": 150, "widthGrow": 1.2}, "value": {"minWidth": 120, "widthGrow": 4},
 }
 
 def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[str] = (),

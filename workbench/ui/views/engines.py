@@ -23,6 +23,7 @@ shown to 3 significant digits.
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from typing import Any
 
@@ -35,6 +36,7 @@ from bokeh.plotting import figure
 
 from ..state import WorkbenchState
 from ._base import View
+from ._tables import table
 
 # The longest line of a chart's title when two stand side by side (~7 px a character): they
 # fit a 1,280 px screen
@@ -179,9 +181,13 @@ class _Lines:
         # markers too: a line of one point (the first round after a switch) draws nothing
         fig.scatter("x", "y", source=self.points, color="colour", size=5)
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("", "@name")]))
-        fig.legend.location = "top_left"
-        fig.legend.label_text_font_size = "8pt"
-        fig.legend.background_fill_alpha = 0.6
+        # beside the plot, not on it: inside, it hid the lines and ran past the plot's foot
+        # once it named a dozen jobs
+        legend = fig.legend[0]
+        fig.add_layout(legend, "right")
+        legend.label_text_font_size = "8pt"
+        legend.label_height = legend.glyph_height = 12
+        legend.spacing, legend.padding, legend.margin = 0, 4, 4
         self.panel = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
 
     def set(self, x: np.ndarray | list[np.ndarray], series: dict[str, np.ndarray]) -> None:
@@ -284,9 +290,13 @@ class _Block:
 
 
 def _table(frame: pd.DataFrame) -> pn.widgets.Tabulator:
-    return pn.widgets.Tabulator(frame, disabled=True, show_index=False, pagination="local",
-                                page_size=10, sizing_mode="stretch_width",
-                                layout="fit_data_stretch")
+    """The console's table (`_tables.table`): its text wraps and its columns fit the tab; sized
+    to its data, a long reason ran past the tab's right edge and was cut."""
+    text = [c for c in frame.columns if frame[c].map(lambda x: isinstance(x, str)).any()]
+    # titles with spaces wrap in a narrow column ("attained_gpu_h" was cut to "attained_gpu")
+    titles = {c: re.sub(r"_h$", " (h)", str(c)).replace("_", " ") for c in frame.columns}
+    return table(frame, wrap=text, titles=titles, pagination="local", page_size=10,
+                 name="engine-table")
 
 
 def _names_for(n: int, view: dict) -> list[str]:
@@ -361,9 +371,8 @@ class EngineView(View):
     def __init__(self, state: WorkbenchState) -> None:
         super().__init__(state)
         self.header = pn.pane.Markdown("", margin=(0, 10))
-        self.facts = pn.widgets.Tabulator(pd.DataFrame(columns=["fact", "value"]), disabled=True,
-                                          show_index=False, sizing_mode="stretch_width",
-                                          layout="fit_data_stretch")  # grows with its facts
+        self.facts = table(pd.DataFrame(columns=["fact", "value"]), wrap=["value"],
+                           name="engine-facts")
         self.body = pn.Column(sizing_mode="stretch_width")
         self.blocks: dict[str, _Block] = {}
         self._signature: tuple | None = None

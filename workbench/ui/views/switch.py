@@ -24,6 +24,7 @@ from ...policies.base import placement_engines
 from ...whatif import SwitchPreview
 from ..state import WorkbenchState
 from ._base import in_session
+from ._tables import table
 
 OWN_PLACEMENT = "(engine's own)"
 CONFIRM_LABEL = "switch anyway, despite the predicted harm"
@@ -60,11 +61,8 @@ class SwitchPanel:
         self.preview_table = pn.widgets.Tabulator(
             pd.DataFrame(), show_index=False, disabled=True, visible=False,
             sizing_mode="stretch_width", layout="fit_data_stretch")
-        self.preview_changes = pn.widgets.Tabulator(pd.DataFrame(), show_index=False,
-                                                    disabled=True, visible=False,
-                                                    pagination="local", page_size=6,
-                                                    sizing_mode="stretch_width",
-                                                    layout="fit_data_stretch")
+        self.preview_changes = _changes_table(pd.DataFrame())
+        self.preview_changes.visible = False
         self.apply = pn.widgets.Button(label="Apply switch", color="primary", width=120,
                                        disabled=True)
         self.recompute = pn.widgets.Button(label="Recompute", width=100, disabled=True)
@@ -160,7 +158,13 @@ class SwitchPanel:
                                + "\n".join(f"- {w}" for w in warnings))
         self.warning.visible = self.confirm.visible = bool(warnings)
         self.preview_table.value = p.comparison()
-        self.preview_changes.value = p.changes
+        if list(p.changes.columns) == list(self.preview_changes.value.columns):
+            self.preview_changes.value = p.changes
+        else:  # its columns are the two engines': a table of their own (their text wraps)
+            fresh = _changes_table(p.changes)
+            self.panel.objects = [fresh if o is self.preview_changes else o
+                                  for o in self.panel.objects]
+            self.preview_changes = fresh
         self.preview_table.visible = self.preview_changes.visible = True
         self.sync()
         self._buttons()
@@ -241,3 +245,10 @@ def _where(p: SwitchPreview) -> str:
     """What the preview ran on: a fork of the simulator, or one restored from a snapshot."""
     return "a fork of the simulator" if p.snapshot_at is None else \
         "a simulator restored from a snapshot of the cluster"
+
+
+def _changes_table(changes: pd.DataFrame) -> pn.widgets.Tabulator:
+    """The jobs whose outcome changes most, each engine's outcome wrapped in its cell: sized to
+    its data, 'restarting, 37% done' ran past the sidebar's edge and was cut."""
+    return table(changes, wrap=list(changes.columns), pagination="local", page_size=6,
+                 name="preview-changes")
