@@ -355,6 +355,23 @@ def test_workbench_views_follow_the_store():
     assert JobState.RUNNING.value in set(wb.jobs.table.value.state)
 
 
+def test_a_job_past_its_deadline_is_shown_as_passed_not_as_likely_late():
+    """On the default run at 50 min, cifar10-15 waited past its deadline (0.76 h): the
+    Forecasts tab called it 'likely late (< 50%)' beside jobs that can still make theirs.
+    A deadline behind the clock is a class of its own, after the jobs still at stake."""
+    from workbench.ui.views.forecasts import ForecastView
+
+    state = WorkbenchState.from_workload("default", "default", "tiresias")
+    state.advance(3000)
+    data = ForecastView(state)._data()
+    now = state.hours(state.now)
+    passed = [d < now for d in data["deadline"]]
+    assert any(passed) and not all(passed)
+    assert [r == "deadline passed" for r in data["risk"]] == passed
+    first_passed = passed.index(True)
+    assert all(passed[first_passed:len(passed) - data["risk"].count("no deadline")])
+
+
 # ---- a real (not forkable) cluster -------------------------------------------------------
 
 

@@ -1,5 +1,5 @@
 """Forecasts: every active job's predicted finish with its band, against its deadline,
-coloured by the risk of missing it. Jobs most at risk first; within a risk class in the order
+coloured by the risk of missing it (or by its deadline having passed). Jobs most at risk first; within a risk class in the order
 of their deadlines, then arrivals, so rows stay put while forecasts move."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from ._base import View
 from ._charts import legend_outside
 
 RISK = (("safe (P ≥ 90%)", "#2ca02c"), ("at risk (50–90%)", "#ff7f0e"),
-        ("likely late (< 50%)", "#d62728"), ("no deadline", "#8c8c8c"))
+        ("likely late (< 50%)", "#d62728"), ("deadline passed", "#6b1a1a"),
+        ("no deadline", "#8c8c8c"))
 MAX_JOBS = 40
 
 
@@ -60,17 +61,20 @@ class ForecastView(View):
         p = df["p_meet"].to_numpy(dtype=float).copy()
         no_p = np.isnan(p)
         p[no_p] = np.where(finish[no_p] <= deadline[no_p], 1.0, 0.0)
-        # rank 0 likely late, 1 at risk, 2 safe, 3 no deadline: most at risk first; within a
-        # rank by deadline, then arrival (both fixed): a row moves only when its risk does,
-        # not whenever two predicted finishes cross.
-        rank = np.where(np.isnan(deadline), 3, np.where(p >= 0.9, 2, np.where(p >= 0.5, 1, 0)))
+        # rank 0 likely late, 1 at risk, 2 safe, 3 deadline passed (late whatever is done
+        # now), 4 no deadline: most at risk first; within a rank by deadline, then arrival
+        # (both fixed): a row moves only when its risk does, not whenever two predicted
+        # finishes cross.
+        rank = np.where(np.isnan(deadline), 4, np.where(
+            deadline < self.state.hours(self.state.now), 3,
+            np.where(p >= 0.9, 2, np.where(p >= 0.5, 1, 0))))
         arrival = df["arrival_h"].to_numpy(dtype=float)
         order = np.lexsort((df["job"].to_numpy(), arrival, np.nan_to_num(deadline, nan=np.inf),
                             rank))
         self.total = len(order)
         take = order[: self.max_jobs]
-        labels = [RISK[k][0] for k in (2, 1, 0, 3)]
-        colours = [RISK[k][1] for k in (2, 1, 0, 3)]
+        labels = [RISK[k][0] for k in (2, 1, 0, 3, 4)]
+        colours = [RISK[k][1] for k in (2, 1, 0, 3, 4)]
         low = df["finish_low_h"].to_numpy(dtype=float)[take]
         high = df["finish_high_h"].to_numpy(dtype=float)[take]
         jobs = df["job"].to_numpy()[take].tolist()
