@@ -275,6 +275,8 @@ def test_each_session_sees_its_own_what_if_and_one_runs_at_a_time():
     a.what_if.sync()
     b.what_if.sync()
     assert list(a.what_if.table.value.policy) == ["fifo"] and b.what_if.table.value.empty
+    # the JCT chart shows with a result; before, it was a blank box a third of the tab high
+    assert a.what_if.chart.visible and not b.what_if.chart.visible
     asyncio.run(b.what_if._run(None))
     assert b.what_if.result is not a.what_if.result  # b's own; a's is untouched
     # One what-if at a time on a store: a second one asked for meanwhile is refused.

@@ -118,6 +118,8 @@ class WhatIfView:
         fig.add_tools(HoverTool(renderers=[lines], tooltips=[("engine", "@label")]))
         legend_outside(fig)
         self.figure = fig
+        # shown with the first result: before it, a blank box a third of the tab high
+        self.chart = pn.pane.Bokeh(fig, sizing_mode="stretch_width", visible=False)
         self.panel = pn.Column(
             pn.pane.Markdown("Fork the simulated cluster as it is now and run each engine from"
                              " here, on identical copies.", margin=(0, 10)),
@@ -126,8 +128,7 @@ class WhatIfView:
             widget_row(pn.pane.Markdown("Averages are over each engine's completed jobs: read"
                                         " them with its completed and rejected counts.",
                                         margin=(0, 10), align="center"), self.download),
-            self.table,
-            pn.pane.Bokeh(fig, sizing_mode="stretch_width"), sizing_mode="stretch_width",
+            self.table, self.chart, sizing_mode="stretch_width",
             name="What-if")
         self._shown = None
         self._kind = None
@@ -202,6 +203,7 @@ class WhatIfView:
 
     def show(self, result: WhatIfResult | None) -> None:
         self.table.value = export.what_if(result)
+        self.chart.visible = result is not None
         if result is None:
             self.source.data = dict(EMPTY_CDF)
             return
