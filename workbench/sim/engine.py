@@ -320,10 +320,10 @@ class SimBackend:
 
     def fork(self) -> "SimBackend":
         """An independent copy for what-if runs. It shares what never changes: the perf
-        model, the nodes, the job specs (frozen), and what a finished job holds (its
-        history; each finished job is a shallow copy). A full deep copy of a Philly run at
-        mid-trace took 7 s, mostly finished jobs' histories and specs; this takes well under
-        a second (docs/sim-performance.md)."""
+        model, the nodes, the job specs (frozen), and the finished jobs (no action or event
+        changes a job once it has left `active`: `LiveJobStatus.in_fork`). A full deep copy of
+        a Philly run at mid-trace took 7 s, mostly finished jobs' histories and specs; this
+        takes well under a second (docs/sim-performance.md)."""
         collecting = gc.isenabled()
         gc.disable()  # ~150 k new objects would set off full collections of a large heap
         try:
@@ -344,7 +344,7 @@ class SimBackend:
             memo[id(job.history)] = list(job.history)
         for job in self.finished:
             if isinstance(job, LiveJobStatus):
-                memo[id(job)] = job.settled_copy(twin)
+                memo[id(job)] = job.in_fork(twin)
         for job in self.active.values():
             copy.deepcopy(job, memo)
         if all(id(job) in memo for job in self.jobs.values()):

@@ -72,9 +72,13 @@ class LiveJobStatus(JobStatus):
             self._service += dt * spec.worker_demand.gpu * self.target_workers
             self._since = now
 
-    def settled_copy(self, clock) -> LiveJobStatus:
-        """A shallow copy on `clock` (a fork) of this finished job: nothing of it changes
-        again, so the copy shares its history and placements rather than copying them."""
+    def in_fork(self, clock) -> LiveJobStatus:
+        """This finished job in a fork on `clock`: the job itself when it no longer accrues
+        (nothing of it changes again, and it reads no clock: a Philly fork shares ~50 k of
+        them rather than copying each), else a shallow copy on `clock` sharing its history
+        and placements."""
+        if self._since is None:
+            return self
         twin = object.__new__(type(self))
         twin.__dict__.update(self.__dict__)
         twin._clock = clock
