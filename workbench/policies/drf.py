@@ -4,14 +4,15 @@ starts their next job first (gang); non-preemptive."""
 from __future__ import annotations
 
 import heapq
-from collections import defaultdict
+import math
+from collections import defaultdict, deque
 from typing import Any
 
 import numpy as np
 
-from ..model import Action, ClusterState, Place
+from ..model import Action, ClusterState, JobStatus, Place, Resources
 from .base import Policy, register
-from .common import by_arrival, reject_impossible, wait_reason
+from .common import MAX_WAIT_REASONS, NewArrivalCheck, by_arrival, wait_reason
 from .teaching import queue_facts, queue_rows, top
 
 
@@ -21,27 +22,48 @@ class DrfPolicy(Policy):
     quiet_restarts = True
     def __init__(self, round_interval: float = 60.0) -> None:
         self.round_interval = round_interval
+        # a job that can never run at its requested size is rejected as it arrives: the
+        # waiting jobs are not judged again every round (the Philly queue holds ~1,300)
+        self._arrivals = NewArrivalCheck(rigid=True)
+
+    def forget_cluster(self) -> None:
+        self._arrivals = NewArrivalCheck(rigid=True)
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_arrivals": NewArrivalCheck(rigid=True)}  # checks anew
 
     def schedule(self, state: ClusterState) -> list[Action]:
-        actions, queue = reject_impossible(state, by_arrival(state.waiting), rigid=True)
+        actions = self._arrivals.reject(state)
+        rejected = {a.job for a in actions}
+        queue = [j for j in by_arrival(state.iter_waiting()) if j.name not in rejected]
         if not queue:
             return actions
-        cap = state.capacity[state.node_up].sum(axis=0)
-        cap[cap == 0] = np.inf
-        usage: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(3))
-        for job in state.jobs.values():
-            if job.state.placed:
-                usage[job.spec.user] += job.demand(job.num_workers, job.num_ps).as_array()
-        per_user: dict[str, list] = defaultdict(list)
+        cap = [c if c else math.inf for c in state.capacity[state.node_up].sum(axis=0).tolist()]
+        # (CPU, memory, GPU) held per user, summed in arrival order; plain floats: a numpy
+        # array per job cost more than the rest of the round
+        usage: dict[str, list[float]] = {}
+        for job in by_arrival(state.iter_placed()):
+            _add(usage, job.spec.user, job.demand(job.num_workers, job.num_ps))
+        per_user: dict[str, deque] = defaultdict(deque)
         for job in queue:
             per_user[job.spec.user].append(job)
-        heap = [(float((usage[u] / cap).max()), per_user[u][0].spec.arrival, u) for u in per_user]
+        heap = [(_share(usage.get(u), cap), jobs[0].spec.arrival, u)
+                for u, jobs in per_user.items()]
         heapq.heapify(heap)
         ledger = self.ledger(state)
-        pos = 0
+        # one waiting job of each shape: once none of them fits and no more reasons are
+        # given, the rest of the walk would change nothing (without a placement plugin,
+        # whose choices may draw random numbers)
+        shapes = {_shape(j): j for j in reversed(queue)} if ledger.view is None else {}
+        pos, looked = 0, None
         while heap:
+            if shapes and pos >= MAX_WAIT_REASONS and looked != ledger.version:
+                looked = ledger.version
+                if not any(ledger.place_gang(j, j.spec.initial_workers) for j in shapes.values()):
+                    break
             share, _, user = heapq.heappop(heap)
-            job = per_user[user].pop(0)
+            jobs = per_user[user]
+            job = jobs.popleft()
             placement = ledger.place_gang(job, job.spec.initial_workers)
             if placement is None:
                 w = wait_reason(ledger, job, job.spec.initial_workers, pos,
@@ -54,12 +76,11 @@ class DrfPolicy(Policy):
                 workers, ps = placement
                 ledger.take(workers, job.spec.worker_demand)
                 ledger.take(ps, job.spec.ps_demand)
-                usage[user] += job.demand().as_array()
+                _add(usage, user, job.demand())
                 actions.append(Place(job.name, f"started: user {user} had the smallest dominant"
                                      f" share ({share:.0%})", workers, ps))
-            if per_user[user]:
-                heapq.heappush(heap, (float((usage[user] / cap).max()),
-                                      per_user[user][0].spec.arrival, user))
+            if jobs:
+                heapq.heappush(heap, (_share(usage.get(user), cap), jobs[0].spec.arrival, user))
         return actions
 
     def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
@@ -76,6 +97,28 @@ class DrfPolicy(Policy):
         return {**view, **queue_facts(waiting),
                 "dominant_share": top(shares) or {"(no user holds resources)": 0.0},
                 "queue": queue_rows(waiting, state.now, user=lambda j: j.spec.user)}
+
+
+def _shape(job: JobStatus) -> tuple:
+    spec = job.spec
+    return spec.worker_demand, spec.ps_demand, spec.initial_workers, spec.num_ps
+
+
+def _add(usage: dict[str, list[float]], user: str, demand: Resources) -> None:
+    held = usage.get(user)
+    if held is None:
+        usage[user] = [demand.cpu, demand.mem, demand.gpu]
+    else:
+        held[0] += demand.cpu
+        held[1] += demand.mem
+        held[2] += demand.gpu
+
+
+def _share(held: list[float] | None, cap: list[float]) -> float:
+    """The user's dominant share: the largest share of a resource it holds (0 holding none)."""
+    if held is None:
+        return 0.0
+    return max(held[0] / cap[0], held[1] / cap[1], held[2] / cap[2])
 
 
 def dominant_shares(state: ClusterState) -> dict[str, float]:
