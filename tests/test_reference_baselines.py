@@ -219,7 +219,7 @@ def test_optimus_reallocates_freely_every_round():
     """A running job shrinks at once when a newcomer needs its minimum, however small the
     change (no 10 % gain rule), and every round is a decision round (optimus.py: from scratch)."""
     o = make_policy("optimus")
-    assert o.needs_every_round and o.min_gain == 0.0
+    assert o.min_gain == 0.0
     b = SimBackend(make_cluster(1, 4), [spec("a", 0.0, bsz=512), spec("b", 120.0, bsz=512)])
     controller = Controller(b, o)
     controller.run(until=100.0)
@@ -227,6 +227,31 @@ def test_optimus_reallocates_freely_every_round():
     controller.run(until=200.0)
     assert b.jobs["b"].state.placed and b.jobs["a"].num_workers < 4
     assert all(d.applied for d in controller.recorder.decisions)
+
+
+@pytest.mark.parametrize("trace, cluster", [("default", "default"),
+                                            ("synthetic:n=120,ps=0.5", "small")])
+def test_optimus_skips_only_the_rounds_that_could_change_nothing(trace, cluster):
+    """The artifact optimizes every interval; between arrivals and completions only a job
+    completing an epoch (its remaining iterations) or Optimus's own last moves can change the
+    allocation, so the rounds between are skipped (`next_wakeup`): the same decisions at the
+    same times as a round every interval, in a fraction of the rounds. With a node failing."""
+    from workbench.session import load_jobs, load_nodes, simulate
+    from workbench.sim.engine import Fault
+
+    def run(every_round: bool):
+        engine = make_policy("optimus")
+        engine.needs_every_round = every_round
+        nodes = load_nodes(trace, cluster)
+        controller = simulate(nodes, load_jobs(trace), engine,
+                              faults=[Fault(2 * 3600.0, nodes[1].name, 3600.0)])
+        controller.run()
+        return list(controller.recorder.decisions._rows), controller.rounds
+
+    skipping, rounds = run(False)
+    every, all_rounds = run(True)
+    assert skipping == every
+    assert rounds < all_rounds, (rounds, all_rounds)  # Philly, 3,000 jobs: 16,700 of 74,718
 
 
 def test_a_round_of_moves_is_applied_in_an_order_the_backend_accepts():

@@ -30,7 +30,7 @@ import math
 from typing import Any
 
 from ..errors import ConfigError
-from ..model import Action, ClusterState, JobKind, JobStatus, Suspend, Wait
+from ..model import Action, ClusterState, JobKind, JobState, JobStatus, Suspend, Wait
 from .base import Policy, register
 from .common import (
     MAX_WAIT_REASONS,
@@ -50,6 +50,9 @@ MIN_LOCAL_BSZ = {"bert": 4, "cifar10": 32, "deepspeech2": 10, "imagenet": 20, "n
 # artifact simulator.py get_optimus_job_info: "if job.application.name == 'ncf': max_replicas = 1"
 ONE_REPLICA_APPS = frozenset({"ncf"})
 REPLICA_CAPS = ("batch", "spec")
+MAX_QUIET_ROUNDS = 10  # rounds skipped at most while no epoch ends
+EPOCH_EARLY_S = 1.0  # a round is asked for this much before an epoch ends: never after it
+_RUNNING = JobState.RUNNING
 _NO_GPU = "waiting: every GPU went to an older job's first worker (minimums oldest first)"
 
 
@@ -57,9 +60,10 @@ _NO_GPU = "waiting: every GPU went to an older job's first worker (minimums olde
 class OptimusPolicy(Policy):
     takes_placement = True
     quiet_restarts = True
-    # artifact simulator.py: `policy.optimize` every interval, and remaining iterations move
-    # with every epoch, so the allocation may change without any arrival or completion
-    needs_every_round = True
+    # artifact simulator.py: `policy.optimize` every interval. Remaining iterations move with
+    # every epoch, so the allocation may change without any arrival or completion: the next
+    # round is at the next epoch a running job completes (`next_wakeup`), the only change
+    # between events; the rounds between would find what the last one found.
 
     def __init__(self, perf=None, round_interval: float = 60.0, min_gain: float = 0.0,
                  replica_cap: str = "batch", node_order: str = MOST_FREE) -> None:
@@ -76,6 +80,7 @@ class OptimusPolicy(Policy):
         self.replica_cap = replica_cap
         self.node_order = check_node_order(node_order)
         self._step_times: dict[tuple, float] = {}  # (app, batch, workers, GPUs/node) -> s
+        self._acted = True  # the last round changed the cluster (or there was none)
 
     # ---- the artifact's predictions ------------------------------------------------------
 
@@ -140,6 +145,34 @@ class OptimusPolicy(Policy):
             self.step_time(job, workers + 1, gpus_per_node)
         return drop * (self.remaining_iterations(job) if remaining is None else remaining)
 
+    def next_wakeup(self, state: ClusterState | None) -> float | None:
+        """The first time a running job's remaining iterations change (it completes an epoch,
+        `remaining_iterations`), a little early; now while a placed job is not running (its
+        epochs are not yet on a clock) or has no profile (its remaining work moves all the
+        time); at most `MAX_QUIET_ROUNDS` rounds on (progress reported by a live cluster)."""
+        if state is None or not state.jobs:
+            return None
+        now = state.now
+        if self._acted:  # the cluster changed since `state` (its own actions): look again
+            return now
+        first = now + MAX_QUIET_ROUNDS * self.round_interval
+        for job in state.iter_placed():
+            if job.state is not _RUNNING or job.throughput <= 0:
+                return now
+            total = job.spec.total_work
+            try:
+                epochs = self.perf.max_epochs(job.spec.application)
+            except KeyError:
+                return now
+            per_epoch = total / epochs
+            if per_epoch <= 0:
+                continue
+            progress = job.progress
+            done = math.floor(progress / per_epoch + 1e-9)  # as remaining_iterations counts
+            boundary = (done + 1 - 2e-9) * per_epoch
+            first = min(first, now + (boundary - progress) / job.throughput - EPOCH_EARLY_S)
+        return max(first, now)
+
     # ---- a round -------------------------------------------------------------------------
 
     def allocate(self, jobs: list[JobStatus], gpus: float, gpus_per_node: int) -> dict[str, int]:
@@ -191,6 +224,7 @@ class OptimusPolicy(Policy):
 
     def schedule(self, state: ClusterState) -> list[Action]:
         actions, jobs = reject_impossible(state, by_arrival(list(state.active)))
+        self._acted = bool(actions)
         if not jobs:
             return actions
         gpn = int(max(state.capacity[:, 2].max(), 1))
@@ -228,6 +262,7 @@ class OptimusPolicy(Policy):
             place_reason=lambda job, w: f"started with {w} workers by marginal gain")
         # artifact simulator.py applies a round's allocations at once; a backend applies them
         # one by one, so those that free GPUs go first
+        self._acted = any(type(a) is not Wait for a in actions)
         return in_applicable_order(state, actions)
 
     def engine_view(self, state: ClusterState | None = None) -> dict[str, Any]:
