@@ -25,9 +25,27 @@ class DrfPolicy(Policy):
         # a job that can never run at its requested size is rejected as it arrives: the
         # waiting jobs are not judged again every round (the Philly queue holds ~1,300)
         self._arrivals = NewArrivalCheck(rigid=True)
+        self._shape_of: dict[str, tuple] = {}  # job name -> its shape (`_shapes`)
 
     def forget_cluster(self) -> None:
         self._arrivals = NewArrivalCheck(rigid=True)
+
+    def _shapes(self, jobs: list[JobStatus]) -> dict[tuple, JobStatus]:
+        """One of `jobs` per shape (demands and sizes), by each job's shape remembered by
+        name: a queue of thousands, each hashing two `Resources`, cost more than the walk."""
+        known = self._shape_of
+        if len(known) > 4 * len(jobs) + 10_000:
+            known.clear()
+        shapes: dict[tuple, JobStatus] = {}
+        for job in jobs:
+            shape = known.get(job.name)
+            if shape is None:
+                spec = job.spec
+                w, p = spec.worker_demand, spec.ps_demand
+                shape = known[job.name] = (w.cpu, w.mem, w.gpu, p.cpu, p.mem, p.gpu,
+                                           spec.initial_workers, spec.num_ps)
+            shapes.setdefault(shape, job)
+        return shapes
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_arrivals": NewArrivalCheck(rigid=True)}  # checks anew
@@ -35,7 +53,7 @@ class DrfPolicy(Policy):
     def schedule(self, state: ClusterState) -> list[Action]:
         actions = self._arrivals.reject(state)
         rejected = {a.job for a in actions}
-        queue = [j for j in by_arrival(state.iter_waiting()) if j.name not in rejected]
+        queue = [j for j in state.iter_waiting() if j.name not in rejected]  # oldest first
         if not queue:
             return actions
         cap = [c if c else math.inf for c in state.capacity[state.node_up].sum(axis=0).tolist()]
@@ -54,7 +72,7 @@ class DrfPolicy(Policy):
         # one waiting job of each shape: once none of them fits and no more reasons are
         # given, the rest of the walk would change nothing (without a placement plugin,
         # whose choices may draw random numbers)
-        shapes = {_shape(j): j for j in reversed(queue)} if ledger.view is None else {}
+        shapes = self._shapes(queue) if ledger.view is None else {}
         pos, looked = 0, None
         while heap:
             if shapes and pos >= MAX_WAIT_REASONS and looked != ledger.version:
@@ -97,11 +115,6 @@ class DrfPolicy(Policy):
         return {**view, **queue_facts(waiting),
                 "dominant_share": top(shares) or {"(no user holds resources)": 0.0},
                 "queue": queue_rows(waiting, state.now, user=lambda j: j.spec.user)}
-
-
-def _shape(job: JobStatus) -> tuple:
-    spec = job.spec
-    return spec.worker_demand, spec.ps_demand, spec.initial_workers, spec.num_ps
 
 
 def _add(usage: dict[str, list[float]], user: str, demand: Resources) -> None:
