@@ -389,3 +389,29 @@ def test_workload_6_averages_stay_where_the_bench_put_them(engine, lengths, thro
     assert row["reference_s"] == REFERENCE[engine]["1.0"][5]
     assert row["ours_s"] == pytest.approx(PINNED_WORKLOAD_6[engine, lengths, throughput], rel=0.01)
     assert row["refused"] == 0
+
+
+def test_drf_stops_its_walk_only_where_the_rest_would_change_nothing(monkeypatch):
+    """DRF stops walking its queue once no shape of a job that may wait fits and its 200
+    reasons are given (`MAX_SHAPES`). Three users sharing a queue of hundreds on a small
+    cluster, a node failing: the same decisions as walking every job (the stop turned off)."""
+    import dataclasses
+
+    from workbench.policies import drf
+    from workbench.session import load_jobs, load_nodes, simulate
+    from workbench.sim.engine import Fault
+
+    jobs = [dataclasses.replace(j, user=f"user-{i % 3}")
+            for i, j in enumerate(load_jobs("synthetic:n=600,ps=0.3,rate=0.05"))]
+    nodes = load_nodes("synthetic", "small")
+
+    def decisions():
+        controller = simulate(nodes, jobs, "drf", faults=[Fault(4 * 3600.0, nodes[0].name, 3600.0)])
+        controller.run()
+        return list(controller.recorder.decisions._rows)
+
+    stopping = decisions()
+    monkeypatch.setattr(drf, "MAX_SHAPES", -1)  # no shape judged: every job walked
+    walked = decisions()
+    assert stopping == walked
+    assert sum(d[2] == "Wait" for d in walked) > 200 and len({d[3] for d in walked}) == 600

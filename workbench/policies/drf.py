@@ -4,6 +4,7 @@ starts their next job first (gang); non-preemptive."""
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections import defaultdict, deque
 from typing import Any
@@ -16,6 +17,9 @@ from .common import MAX_WAIT_REASONS, NewArrivalCheck, by_arrival, wait_reason
 from .teaching import queue_facts, queue_rows, top
 
 
+MAX_SHAPES = 64  # shapes judged at most when deciding that no waiting job fits
+
+
 @register("drf")
 class DrfPolicy(Policy):
     takes_placement = True
@@ -25,42 +29,43 @@ class DrfPolicy(Policy):
         # a job that can never run at its requested size is rejected as it arrives: the
         # waiting jobs are not judged again every round (the Philly queue holds ~1,300)
         self._arrivals = NewArrivalCheck(rigid=True)
-        self._shape_of: dict[str, tuple] = {}  # job name -> its shape (`_shapes`)
+        # shape (demands, sizes) -> a job of it, for every job that may wait (`_note_shapes`)
+        self._shapes: dict[tuple, JobStatus] = {}
 
     def forget_cluster(self) -> None:
         self._arrivals = NewArrivalCheck(rigid=True)
+        self._shapes = {}
 
-    def _shapes(self, jobs: list[JobStatus]) -> dict[tuple, JobStatus]:
-        """One of `jobs` per shape (demands and sizes), by each job's shape remembered by
-        name: a queue of thousands, each hashing two `Resources`, cost more than the walk."""
-        known = self._shape_of
-        if len(known) > 4 * len(jobs) + 10_000:
-            known.clear()
-        shapes: dict[tuple, JobStatus] = {}
-        for job in jobs:
-            shape = known.get(job.name)
-            if shape is None:
-                spec = job.spec
-                w, p = spec.worker_demand, spec.ps_demand
-                shape = known[job.name] = (w.cpu, w.mem, w.gpu, p.cpu, p.mem, p.gpu,
-                                           spec.initial_workers, spec.num_ps)
-            shapes.setdefault(shape, job)
-        return shapes
+    def _note_shapes(self, queue: list[JobStatus], placed: list[JobStatus]) -> None:
+        """Keep `_shapes` holding the shape of every job waiting now or at the next round: those
+        of the jobs that arrived since the last round and of the jobs placed now (any job that
+        waits next has arrived, or waits or is placed now); all of them on a first round, a
+        new cluster shape, or when shapes no longer waiting pile up."""
+        if self._arrivals.everything or len(self._shapes) > MAX_SHAPES:
+            self._shapes = {}
+            arrived = queue
+        else:
+            arrived = self._arrivals.checked
+        shapes = self._shapes
+        for job in itertools.chain(arrived, placed):
+            shapes.setdefault(_shape(job), job)
 
-    def __getstate__(self) -> dict:
-        return {**self.__dict__, "_arrivals": NewArrivalCheck(rigid=True)}  # checks anew
+    def __getstate__(self) -> dict:  # a copy checks anew
+        return {**self.__dict__, "_arrivals": NewArrivalCheck(rigid=True), "_shapes": {}}
 
     def schedule(self, state: ClusterState) -> list[Action]:
         actions = self._arrivals.reject(state)
         rejected = {a.job for a in actions}
         queue = [j for j in state.iter_waiting() if j.name not in rejected]  # oldest first
+        placed = by_arrival(state.iter_placed())
+        self._note_shapes(queue, placed)
         if not queue:
             return actions
         cap = [c if c else math.inf for c in state.capacity[state.node_up].sum(axis=0).tolist()]
         # (CPU, memory, GPU) held per user, summed in arrival order; plain floats: a numpy
         # array per job cost more than the rest of the round
         usage: dict[str, list[float]] = {}
-        for job in by_arrival(state.iter_placed()):
+        for job in placed:
             _add(usage, job.spec.user, job.demand(job.num_workers, job.num_ps))
         per_user: dict[str, deque] = defaultdict(deque)
         for job in queue:
@@ -69,10 +74,11 @@ class DrfPolicy(Policy):
                 for u, jobs in per_user.items()]
         heapq.heapify(heap)
         ledger = self.ledger(state)
-        # one waiting job of each shape: once none of them fits and no more reasons are
-        # given, the rest of the walk would change nothing (without a placement plugin,
-        # whose choices may draw random numbers)
-        shapes = self._shapes(queue) if ledger.view is None else {}
+        # once none of those shapes fits (every waiting job has one) and no more reasons are
+        # given, the rest of the walk would change nothing (without a placement plugin, whose
+        # choices may draw random numbers)
+        shapes = self._shapes if ledger.view is None and len(self._shapes) <= MAX_SHAPES \
+            else {}  # (a queue of many shapes: walked to its end)
         pos, looked = 0, None
         while heap:
             if shapes and pos >= MAX_WAIT_REASONS and looked != ledger.version:
@@ -115,6 +121,12 @@ class DrfPolicy(Policy):
         return {**view, **queue_facts(waiting),
                 "dominant_share": top(shares) or {"(no user holds resources)": 0.0},
                 "queue": queue_rows(waiting, state.now, user=lambda j: j.spec.user)}
+
+
+def _shape(job: JobStatus) -> tuple:
+    spec = job.spec
+    w, p = spec.worker_demand, spec.ps_demand  # by their fields: a tuple of floats hashes fast
+    return w.cpu, w.mem, w.gpu, p.cpu, p.mem, p.gpu, spec.initial_workers, spec.num_ps
 
 
 def _add(usage: dict[str, list[float]], user: str, demand: Resources) -> None:
