@@ -86,6 +86,10 @@ class OptimusPolicy(Policy):
         self.node_order = check_node_order(node_order)
         self._step_times: dict[tuple, float] = {}  # (app, batch, workers, GPUs/node) -> s
         self._acted = True  # the last round changed the cluster (or there was none)
+        self._wakeup: tuple[ClusterState | None, float] = (None, 0.0)  # state -> next_wakeup
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_wakeup": (None, 0.0)}  # a copy holds no cluster state
 
     # ---- the artifact's predictions ------------------------------------------------------
 
@@ -157,6 +161,14 @@ class OptimusPolicy(Policy):
         time); at most `MAX_QUIET_ROUNDS` rounds on (progress reported by a live cluster)."""
         if state is None or not state.jobs:
             return None
+        if state is self._wakeup[0]:  # asked again before the next round (quiet events)
+            return self._wakeup[1]
+        wakeup = self._next_epoch_end(state)
+        self._wakeup = (state, wakeup)
+        return wakeup
+
+    def _next_epoch_end(self, state: ClusterState) -> float:
+        """`next_wakeup` of `state`, worked out."""
         now = state.now
         if self._acted:  # the cluster changed since `state` (its own actions): look again
             return now
