@@ -101,8 +101,22 @@ def test_philly_is_deterministic_per_seed(philly, perf):
 def test_philly_original_csv_gives_the_same_jobs(philly, perf):
     original = load_philly(SHARED_PHILLY, perf=perf)
     assert len(original) == PHILLY_ROWS
-    assert [(j.arrival, j.total_work) for j in original[:500]] == \
-        [(j.arrival, j.total_work) for j in philly[:500]]
+    assert [(j.arrival, j.total_work, j.user) for j in original[:500]] == \
+        [(j.arrival, j.total_work, j.user) for j in philly[:500]]
+
+
+def test_philly_jobs_belong_to_their_virtual_clusters(philly, tmp_path, perf):
+    """Philly's tenants are its virtual clusters (ATC '19): each job's user is its VC, so DRF
+    shares the cluster among 15 of them. Every job was one user "default", and DRF on the
+    trace was FIFO with backfill."""
+    users = Counter(j.user for j in philly)
+    assert len(users) == 15 and users["vc-6214e9"] == 41_226 and users["vc-11cb48"] == 16_091
+    path = write(tmp_path / "p.csv", "arrival,duration,num_gpus,vc\n0,60,1,103959\n"
+                 "5,60,1,\n9,60,2,0e4a51\n")  # ids all digits, none, letters
+    assert [j.user for j in load_philly(path, perf=perf)] == \
+        ["vc-103959", "default", "vc-0e4a51"]
+    bare = write(tmp_path / "q.csv", "arrival,duration,num_gpus\n0,60,1\n")
+    assert [j.user for j in load_philly(bare, perf=perf)] == ["default"]
 
 
 def test_philly_keeps_duplicates_and_ties(tmp_path, perf):

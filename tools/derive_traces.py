@@ -4,9 +4,10 @@
 
 Writes
 - `philly.csv.gz`: every job of the Philly trace (82,247 rows), sorted by submission time
-  (stable, ties keep file order), as `arrival,duration,num_gpus`: arrival = whole seconds since
-  the first submission, duration = seconds the job ran, num_gpus as logged. `gpu_time`
-  (= duration × num_gpus exactly in the source) and the virtual-cluster id are dropped.
+  (stable, ties keep file order), as `arrival,duration,num_gpus,vc`: arrival = whole seconds
+  since the first submission, duration = seconds the job ran, num_gpus as logged, vc the
+  virtual cluster (Philly's tenant) as logged. `gpu_time` (= duration × num_gpus exactly in
+  the source) is dropped.
 - `pollux-workload-1.csv`: Pollux workload 1 (160 jobs) unchanged, with an attribution header.
 
 Both files open with `#` lines giving origin and licence; the loaders skip them.
@@ -28,7 +29,7 @@ PHILLY_HEADER = """\
 # Source: Jeon et al., "Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN Training
 #   Workloads", USENIX ATC '19 (https://github.com/msr-fiddle/philly-traces), CC BY 4.0,
 #   as extracted per job in the Pollux OSDI '21 artifact (petuum/adaptdl osdi21-artifact c793c70).
-# Changes: sorted by submission; timestamp -> arrival (s since {origin}); gpu_time, cluster dropped.
+# Changes: sorted by submission; timestamp -> arrival (s since {origin}); cluster -> vc; gpu_time dropped.
 """
 
 POLLUX_HEADER = """\
@@ -48,6 +49,7 @@ def derive_philly(src: Path, out: Path) -> pd.DataFrame:
         "arrival": ((stamps - origin).dt.total_seconds()).astype("int64").to_numpy(),
         "duration": trace["duration"].round().astype("int64").to_numpy(),
         "num_gpus": trace["num_gpus"].astype("int64").to_numpy(),
+        "vc": trace["cluster"].astype(str).to_numpy(),
     })
     assert (compact["duration"] == trace["duration"].to_numpy()).all(), "non-integer durations"
     body = io.StringIO()

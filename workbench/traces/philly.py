@@ -1,7 +1,7 @@
 """The Microsoft Philly trace (ATC '19) as `JobSpec`s.
 
 The package ships a compact copy (`data/philly.csv.gz`, all 82,247 jobs, `arrival,duration,
-num_gpus`; made by `tools/derive_traces.py`), so `load_philly()` needs no path. A path to the
+num_gpus,vc`; made by `tools/derive_traces.py`), so `load_philly()` needs no path. A path to the
 per-job extraction of the Pollux artifact (`timestamp,duration,num_gpus,gpu_time,cluster`) or
 to a file in the compact form is read as well; the header decides which.
 
@@ -11,6 +11,7 @@ Training Workloads", USENIX ATC '19.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from importlib import resources
@@ -64,6 +65,22 @@ def assign_applications(gpu_hours: np.ndarray, rng: np.random.Generator) -> np.n
     return apps
 
 
+def _tenants(raw, order: np.ndarray) -> list[str]:
+    """Each job's user, in `order`: "vc-" and its virtual cluster, or "default" where the file
+    gives none (no `vc`/`cluster` column, or an empty cell)."""
+    column = next((c for c in ("vc", "cluster") if c in raw.columns), None)
+    if column is None:
+        return ["default"] * len(order)
+    return [_tenant(c) for c in raw[column].to_numpy()[order].tolist()]
+
+
+def _tenant(cell) -> str:
+    if isinstance(cell, float) and cell.is_integer():  # ids all digits: read as numbers
+        cell = int(cell)
+    text = "" if cell is None or (isinstance(cell, float) and math.isnan(cell)) else str(cell)
+    return f"vc-{text.strip()}" if text.strip() else "default"
+
+
 def load_philly(path: str | os.PathLike | None = None, *, seed: int = 0, limit: int | None = None,
                 gpus_per_node: int = 4, deadline_factor: float | None = None,
                 perf=None) -> Jobs:
@@ -81,6 +98,8 @@ def load_philly(path: str | os.PathLike | None = None, *, seed: int = 0, limit: 
     - `total_work` = duration × perf.ideal_rate(spec, num_gpus, gpus_per_node): at its
       original size, packed, the job runs exactly as long as it did on Philly.
     - `deadline`: None, or arrival + `deadline_factor` × duration when given.
+    - `user`: the job's virtual cluster, Philly's tenant ("vc-6214e9"; `vc` or `cluster`, 15 in
+      the trace), so DRF is fair across them; "default" when the file has neither.
 
     `limit` keeps the first `limit` jobs by arrival (applications are drawn for all jobs first,
     so a prefix does not depend on `limit`). Every row must be valid (positive duration and GPU
@@ -91,7 +110,7 @@ def load_philly(path: str | os.PathLike | None = None, *, seed: int = 0, limit: 
     source = shipped_philly_path() if path is None else str(path)
     header = read_header(source)
     kinds = ORIGINAL_COLUMNS if "timestamp" in header else COMPACT_COLUMNS
-    table = read_table(source, kinds, optional=("gpu_time", "cluster"))
+    table = read_table(source, kinds, optional=("gpu_time", "cluster", "vc"))
     if kinds is ORIGINAL_COLUMNS:
         stamps = table["timestamp"]
         arrival = (stamps - stamps.min()) / np.timedelta64(1, "s")
@@ -101,6 +120,7 @@ def load_philly(path: str | os.PathLike | None = None, *, seed: int = 0, limit: 
     arrival = arrival[order].astype(float)
     duration = table["duration"][order].astype(float)
     gpus = table["num_gpus"][order]
+    users = _tenants(table.raw, order)
 
     rng = np.random.default_rng(seed)
     apps = assign_applications(duration * gpus / 3600.0, rng)
@@ -109,6 +129,7 @@ def load_philly(path: str | os.PathLike | None = None, *, seed: int = 0, limit: 
             raise ValueError(f"limit must be >= 0, got {limit}")
         arrival, duration, gpus, apps = arrival[:limit], duration[:limit], gpus[:limit], \
             apps[:limit]
+        users = users[:limit]
 
     perf = perf or default_perf()
     known = list(perf.applications)
@@ -128,7 +149,7 @@ def load_philly(path: str | os.PathLike | None = None, *, seed: int = 0, limit: 
             gpus.tolist(), (max_workers[g] for g in gpus.tolist()))):
         jobs.append(JobSpec(name=name, application=app, arrival=t, total_work=w, batch_size=b,
                             initial_workers=g, min_workers=1, max_workers=m,
-                            worker_demand=WORKER_DEMAND,
+                            worker_demand=WORKER_DEMAND, user=users[i],
                             deadline=deadlines[i] if deadlines else None))
     jobs.notes.append(
         f"{len(table)} rows read, {len(table)} valid, 0 skipped; {len(jobs)} jobs kept"
