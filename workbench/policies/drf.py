@@ -9,13 +9,10 @@ import math
 from collections import defaultdict, deque
 from typing import Any
 
-import numpy as np
-
 from ..model import Action, ClusterState, JobStatus, Place, Resources
 from .base import Policy, register
 from .common import MAX_WAIT_REASONS, NewArrivalCheck, by_arrival, wait_reason
 from .teaching import queue_facts, queue_rows, top
-
 
 MAX_SHAPES = 64  # shapes judged at most when deciding that no waiting job fits
 
@@ -61,12 +58,8 @@ class DrfPolicy(Policy):
         self._note_shapes(queue, placed)
         if not queue:
             return actions
-        cap = [c if c else math.inf for c in state.capacity[state.node_up].sum(axis=0).tolist()]
-        # (CPU, memory, GPU) held per user, summed in arrival order; plain floats: a numpy
-        # array per job cost more than the rest of the round
-        usage: dict[str, list[float]] = {}
-        for job in placed:
-            _add(usage, job.spec.user, job.demand(job.num_workers, job.num_ps))
+        cap = _capacity(state)
+        usage = _held(placed)
         per_user: dict[str, deque] = defaultdict(deque)
         for job in queue:
             per_user[job.spec.user].append(job)
@@ -129,6 +122,20 @@ def _shape(job: JobStatus) -> tuple:
     return w.cpu, w.mem, w.gpu, p.cpu, p.mem, p.gpu, spec.initial_workers, spec.num_ps
 
 
+def _capacity(state: ClusterState) -> list[float]:
+    """The nodes up's (CPU, memory, GPU) in total; inf for a resource they have none of."""
+    return [c if c else math.inf for c in state.capacity[state.node_up].sum(axis=0).tolist()]
+
+
+def _held(placed: list[JobStatus]) -> dict[str, list[float]]:
+    """(CPU, memory, GPU) held per user, summed in the order of `placed`; plain floats: a
+    numpy array per job cost more than the rest of a round."""
+    usage: dict[str, list[float]] = {}
+    for job in placed:
+        _add(usage, job.spec.user, job.demand(job.num_workers, job.num_ps))
+    return usage
+
+
 def _add(usage: dict[str, list[float]], user: str, demand: Resources) -> None:
     held = usage.get(user)
     if held is None:
@@ -148,9 +155,5 @@ def _share(held: list[float] | None, cap: list[float]) -> float:
 
 def dominant_shares(state: ClusterState) -> dict[str, float]:
     """User -> the largest share of any resource their running jobs hold."""
-    cap = state.capacity[state.node_up].sum(axis=0)
-    cap = np.where(cap > 0, cap, np.inf)
-    usage: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(3))
-    for job in state.iter_placed():
-        usage[job.spec.user] += job.demand(job.num_workers, job.num_ps).as_array()
-    return {u: float((use / cap).max()) for u, use in usage.items()}
+    cap = _capacity(state)
+    return {u: _share(held, cap) for u, held in _held(by_arrival(state.iter_placed())).items()}

@@ -841,8 +841,6 @@ def _counts(names: list[str], nodes: np.ndarray) -> Placement:
     return out
 
 
-
-
 def _same(a: tuple[Placement, Placement], b: tuple[Placement, Placement]) -> bool:
     def norm(p: Placement) -> dict:
         return {k: v for k, v in p.items() if v}

@@ -136,14 +136,26 @@ class OptimusPolicy(Policy):
         """Iterations left after the epochs completed so far, as the artifact counts them:
         total - (completed + 1) epochs, at least 1 (optimus.py: `get_iteration(bsz,
         completion_epoch) - get_iteration(bsz, epoch)`; epochs of equal length here)."""
-        total = job.spec.total_work
-        try:
-            epochs = self.perf.max_epochs(job.spec.application)
-        except KeyError:
+        epochs = self._epochs(job)
+        if epochs is None:
             return max(job.remaining_work, 1.0)
-        per_epoch = total / epochs
-        done = math.floor(job.progress / per_epoch + 1e-9) if per_epoch > 0 else epochs
-        return max(total - (done + 1) * per_epoch, 1.0)
+        per_epoch = job.spec.total_work / epochs
+        return max(job.spec.total_work - (self._epochs_done(job, epochs) + 1) * per_epoch, 1.0)
+
+    def _epochs(self, job: JobStatus) -> int | None:
+        """The job's epochs by its application's profile; None without one."""
+        try:
+            return self.perf.max_epochs(job.spec.application)
+        except KeyError:
+            return None
+
+    @staticmethod
+    def _epochs_done(job: JobStatus, epochs: int, progress: float | None = None) -> int:
+        """Epochs the job has completed (all of them for a job of no work)."""
+        per_epoch = job.spec.total_work / epochs
+        if per_epoch <= 0:
+            return epochs
+        return math.floor((job.progress if progress is None else progress) / per_epoch + 1e-9)
 
     def gain(self, job: JobStatus, workers: int, gpus_per_node: int,
              remaining: float | None = None) -> float:
@@ -176,17 +188,14 @@ class OptimusPolicy(Policy):
         for job in state.iter_placed():
             if job.state is not _RUNNING or job.throughput <= 0:
                 return now
-            total = job.spec.total_work
-            try:
-                epochs = self.perf.max_epochs(job.spec.application)
-            except KeyError:
+            epochs = self._epochs(job)
+            if epochs is None:
                 return now
-            per_epoch = total / epochs
+            per_epoch = job.spec.total_work / epochs
             if per_epoch <= 0:
                 continue
             progress = job.progress
-            done = math.floor(progress / per_epoch + 1e-9)  # as remaining_iterations counts
-            boundary = (done + 1 - 2e-9) * per_epoch
+            boundary = (self._epochs_done(job, epochs, progress) + 1 - 2e-9) * per_epoch
             first = min(first, now + (boundary - progress) / job.throughput - EPOCH_EARLY_S)
         return max(first, now)
 

@@ -36,6 +36,7 @@ from bokeh.plotting import figure
 
 from ..state import WorkbenchState
 from ._base import View
+from ._charts import legend_outside
 from ._tables import table
 
 # The longest line of a chart's title when two stand side by side (~7 px a character): they
@@ -181,10 +182,10 @@ class _Lines:
         # markers too: a line of one point (the first round after a switch) draws nothing
         fig.scatter("x", "y", source=self.points, color="colour", size=5)
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("", "@name")]))
-        # beside the plot, not on it: inside, it hid the lines and ran past the plot's foot
-        # once it named a dozen jobs
+        # beside the plot, not on it: inside, it hid the lines; and compact: a dozen jobs
+        # ran past the plot's foot
+        legend_outside(fig)
         legend = fig.legend[0]
-        fig.add_layout(legend, "right")
         legend.label_text_font_size = "8pt"
         legend.label_height = legend.glyph_height = 12
         legend.spacing, legend.padding, legend.margin = 0, 4, 4

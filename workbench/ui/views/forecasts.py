@@ -1,6 +1,7 @@
 """Forecasts: every active job's predicted finish with its band, against its deadline,
-coloured by the risk of missing it (or by its deadline having passed). Jobs most at risk first; within a risk class in the order
-of their deadlines, then arrivals, so rows stay put while forecasts move."""
+coloured by the risk of missing it (or by its deadline having passed). Jobs most at risk
+first; within a risk class in the order of their deadlines, then arrivals, so rows stay put
+while forecasts move."""
 
 from __future__ import annotations
 
