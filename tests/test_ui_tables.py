@@ -33,7 +33,9 @@ def _column(p: Page, table: str, field: str) -> list[str]:
 
 def _cut_titles(p: Page, table: str) -> list[str]:
     """Header titles with a word wider than their column (titles wrap between words, so only
-    a word too long is cut); a column hidden for want of room is not cut."""
+    a word too long is cut), or with text under their column's sort arrow (Tabulator's arrow
+    sat beside the title, over the last letters of a word that filled a narrow column); a
+    column hidden for want of room is not cut."""
     return p.page.locator(f".{table} .tabulator-col-title").evaluate_all("""els => els
         .filter(e => e.innerText.trim() && e.closest('.tabulator-col').offsetWidth > 0)
         .filter(e => {
@@ -43,7 +45,12 @@ def _cut_titles(p: Page, table: str) -> list[str]:
             const widest = Math.max(...e.innerText.split(/\\s+/).map(word => {
                 probe.textContent = word; return probe.getBoundingClientRect().width; }));
             probe.remove();
-            return widest > e.closest('.tabulator-col').clientWidth - 8;
+            const arrow = e.closest('.tabulator-col').querySelector('.tabulator-arrow');
+            const a = arrow && arrow.getBoundingClientRect(), text = document.createRange();
+            text.selectNodeContents(e);
+            const under = a && [...text.getClientRects()].some(r => r.right > a.left
+                && r.left < a.right && r.bottom > a.top && r.top < a.bottom);
+            return under || widest > e.closest('.tabulator-col').clientWidth - 8;
         }).map(e => e.innerText)""")
 
 

@@ -47,6 +47,19 @@ COLUMNS = {
     "note": {"minWidth": 120, "widthGrow": 2.5},
     "fact": {"minWidth": 150, "widthGrow": 1.2}, "value": {"minWidth": 120, "widthGrow": 4},
 }
+# Tabulator puts a column's sort arrow beside its title, in a 25 px right padding that a word
+# wider than the rest of a narrow column runs into ("completed" under the arrow). The arrow
+# goes below the titles instead, at the header's foot, and the title keeps the full width.
+# (!important: Panel adds these rules before Tabulator's theme, whose selectors weigh as much.)
+HEADER_CSS = """
+.tabulator-col.tabulator-sortable .tabulator-col-title { padding-right: 0 !important; }
+.tabulator-col .tabulator-col-content { position: static !important;
+  padding-bottom: 14px !important; }
+.tabulator-col .tabulator-col-title-holder { position: static !important; }
+.tabulator-col .tabulator-col-content .tabulator-col-sorter { top: auto !important;
+  bottom: 3px !important; }
+"""
+
 
 def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[str] = (),
           shares: Iterable[str] = (), wrap: Iterable[str] = (),
@@ -71,6 +84,7 @@ def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[st
     options: dict[str, Any] = {"show_index": False, "disabled": True,
                                "sizing_mode": "stretch_width", "layout": "fit_columns",
                                "configuration": config}
+    params["stylesheets"] = [HEADER_CSS, *params.get("stylesheets", ())]
     if name:
         options["css_classes"] = [name]  # a handle for tests and style sheets
     return pn.widgets.Tabulator(value, formatters=fmt, **(options | params))
