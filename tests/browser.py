@@ -112,13 +112,13 @@ class Page:
         return self.page.evaluate(_TABLE_FACTS, [css_class, field])
 
     def wait_for(self, condition, timeout: float = 60.0, what: str = "condition"):
-        end = time.monotonic() + timeout
+        end, value = time.monotonic() + timeout, None
         while time.monotonic() < end:
             value = condition()
             if value:
                 return value
             time.sleep(0.25)
-        raise AssertionError(f"timed out waiting for {what}")
+        raise AssertionError(f"timed out waiting for {what} (last seen: {repr(value)[:300]})")
 
     def click(self, name: str) -> None:
         self.page.get_by_role("button", name=name, exact=True).click()
