@@ -9,7 +9,7 @@ import math
 from collections import defaultdict, deque
 from typing import Any
 
-from ..model import Action, ClusterState, JobStatus, Place, Resources
+from ..model import Action, ClusterState, JobSpec, JobStatus, Place
 from .base import Policy, register
 from .common import MAX_WAIT_REASONS, NewArrivalCheck, by_arrival, wait_reason
 from .teaching import queue_facts, queue_rows, top
@@ -53,7 +53,9 @@ class DrfPolicy(Policy):
     def schedule(self, state: ClusterState) -> list[Action]:
         actions = self._arrivals.reject(state)
         rejected = {a.job for a in actions}
-        queue = [j for j in state.iter_waiting() if j.name not in rejected]  # oldest first
+        queue = list(state.iter_waiting())  # oldest first
+        if rejected:
+            queue = [j for j in queue if j.name not in rejected]
         placed = by_arrival(state.iter_placed())
         self._note_shapes(queue, placed)
         if not queue:
@@ -93,7 +95,7 @@ class DrfPolicy(Policy):
                 workers, ps = placement
                 ledger.take(workers, job.spec.worker_demand)
                 ledger.take(ps, job.spec.ps_demand)
-                _add(usage, user, job.demand())
+                _add(usage, user, job.spec, job.spec.initial_workers, job.spec.num_ps)
                 actions.append(Place(job.name, f"started: user {user} had the smallest dominant"
                                      f" share ({share:.0%})", workers, ps))
             if jobs:
@@ -132,18 +134,23 @@ def _held(placed: list[JobStatus]) -> dict[str, list[float]]:
     numpy array per job cost more than the rest of a round."""
     usage: dict[str, list[float]] = {}
     for job in placed:
-        _add(usage, job.spec.user, job.demand(job.num_workers, job.num_ps))
+        _add(usage, job.spec.user, job.spec, job.num_workers, job.num_ps)
     return usage
 
 
-def _add(usage: dict[str, list[float]], user: str, demand: Resources) -> None:
+def _add(usage: dict[str, list[float]], user: str, spec: JobSpec, workers: int, ps: int) -> None:
+    """Add what `workers` and `ps` of `spec` hold to `user`'s usage: `JobStatus.demand`'s sums
+    in plain floats (no `Resources` made per running job per round)."""
+    w, p = spec.worker_demand, spec.ps_demand
+    cpu, mem, gpu = w.cpu * workers + p.cpu * ps, w.mem * workers + p.mem * ps, \
+        w.gpu * workers + p.gpu * ps
     held = usage.get(user)
     if held is None:
-        usage[user] = [demand.cpu, demand.mem, demand.gpu]
+        usage[user] = [cpu, mem, gpu]
     else:
-        held[0] += demand.cpu
-        held[1] += demand.mem
-        held[2] += demand.gpu
+        held[0] += cpu
+        held[1] += mem
+        held[2] += gpu
 
 
 def _share(held: list[float] | None, cap: list[float]) -> float:
