@@ -485,4 +485,4 @@ def test_fragmentation_over_time_and_per_node_in_the_engine_view(tmp_path):
         bars["value"], reverse=True)
     assert sum(bars["value"]) == pytest.approx(view["fragmented_gpus"])
     assert len(store.engine_history["fragmentation"]) >= 3  # per-node lines over time
-    assert "fragmented_gpus" in set(engine.facts.value.fact)
+    assert "fragmented gpus" in set(engine.facts.value.fact)

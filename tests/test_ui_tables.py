@@ -143,15 +143,17 @@ def _visible_fields(p: Page, table: str) -> list[str]:
 
 def test_on_a_laptop_screen_the_jobs_table_keeps_the_reason_in_view(browser, server):
     """At 1,366 and 1,280 px the jobs table was wider than its tab: the reason, the column
-    that says why a job is where it is, was off the right edge. The least needed columns
-    give way, in their order (PS, arrival, band, last decision), and only as many as needed."""
+    that says why a job is where it is, was off the right edge (and at 1,024 px still, until
+    the placement and workers could give way too). The least needed columns give way, in
+    their order (PS, arrival, band, last decision, placement, workers, deadline), and only as
+    many as needed."""
     p = Page(browser, server)
     try:
         p.tab("Jobs")
         p.wait_for(lambda: p.click("Step") or len(_column(p, "jobs-table", "job")) >= 3,
                    what="jobs listed")
         seen = {}
-        for width in (1500, 1366, 1280):
+        for width in (1500, 1366, 1280, 1024):
             p.page.set_viewport_size({"width": width, "height": 1000})
             p.wait_for(lambda: not _overflows(p, "jobs-table"), timeout=10,
                        what=f"the jobs table fitting at {width} px")
@@ -160,11 +162,11 @@ def test_on_a_laptop_screen_the_jobs_table_keeps_the_reason_in_view(browser, ser
                 set(seen[width]), (width, seen[width])
             assert _cut_titles(p, "jobs-table") == []
         hidden = {w: [f for f in seen[1500] if f not in fields] for w, fields in seen.items()}
-        order = ["ps", "arrival_h", "band", "last_action"]
+        order = ["ps", "arrival_h", "band", "last_action", "placement", "workers", "deadline_h"]
         assert hidden[1500] == [] and hidden[1366] and hidden[1280]
-        for w in (1366, 1280):  # a prefix of the order
+        for w in (1366, 1280, 1024):  # a prefix of the order
             assert sorted(hidden[w], key=order.index) == order[:len(hidden[w])], hidden
-        assert len(hidden[1280]) >= len(hidden[1366])
+        assert len(hidden[1024]) >= len(hidden[1280]) >= len(hidden[1366])
         assert p.errors == []
     finally:
         p.close()
@@ -180,7 +182,7 @@ def test_a_forecast_band_of_two_digit_hours_is_shown_whole_or_not_at_all(browser
             p.tab("Jobs")
             p.wait_for(lambda: p.click("Step") or any(
                 len(t) >= 11 for t in _column(p, "jobs-table", "band")), what="a long band")
-            for width in (1500, 1366, 1280):
+            for width in (1500, 1366, 1280, 1024):
                 p.page.set_viewport_size({"width": width, "height": 1000})
                 p.wait_for(lambda: not _overflows(p, "jobs-table"), timeout=10,
                            what=f"the jobs table fitting at {width} px")
@@ -271,7 +273,8 @@ def test_on_a_laptop_screen_no_tab_scrolls_sideways(browser, server):
 def test_the_engine_tabs_queue_fits_the_tab_with_its_reasons_whole(browser, server):
     """Tiresias's queue table was sized to its data: at 1,366 px its reason column ran past
     the tab's right edge and was cut ('... higher priority jobs need th'), and 'attained_gpu_h'
-    was cut in its header. It is the console's table now: text wraps, columns fit."""
+    was cut in its header. It is the console's table now: text wraps, columns fit. At 1,024 px
+    the facts' names were cut too ('queue_thresholds_gpu_'): they are words now, and wrap."""
     p = Page(browser, server)
     try:
         p.page.set_viewport_size({"width": 1366, "height": 1000})
@@ -279,13 +282,15 @@ def test_the_engine_tabs_queue_fits_the_tab_with_its_reasons_whole(browser, serv
         p.wait_for(lambda: p.click("Step") or any(
             len(t) > 40 for t in _column(p, "engine-table", "reason")), what="a queued job")
         _pause(p)
-        for width in (1366, 1280):
+        assert "queue thresholds gpu (h)" in _column(p, "engine-facts", "fact")
+        for width in (1366, 1280, 1024):
             p.page.set_viewport_size({"width": width, "height": 1000})
             time.sleep(1.0)
             assert not _overflows(p, "engine-table"), width
             assert _cut_cells(p, "engine-table", "reason") == [], width
             assert _cut_titles(p, "engine-table") == [], width
             assert _cut_cells(p, "engine-facts", "value") == [], width
+            assert _cut_cells(p, "engine-facts", "fact") == [], width
         assert p.errors == []
     finally:
         p.close()
@@ -349,6 +354,14 @@ def test_csv_downloads_of_jobs_and_decisions(browser, server, tmp_path):
         times = [float(r["time_h"]) for r in log]
         assert times == sorted(times)  # a log reads forwards
         assert _cut_titles(p, "decisions-table") == [] and not _overflows(p, "decisions-table")
+        # on a small laptop's screen the log was wider than its tab, the detail cut at the edge:
+        # 'applied' and then 'policy' give way
+        p.page.set_viewport_size({"width": 1024, "height": 900})
+        p.wait_for(lambda: not _overflows(p, "decisions-table"), timeout=10,
+                   what="the decisions table fitting at 1,024 px")
+        shown = _visible_fields(p, "decisions-table")
+        assert {"time_h", "action", "job", "reason", "detail"} <= set(shown), shown
+        assert _cut_titles(p, "decisions-table") == []
         assert p.errors == []
     finally:
         p.close()
@@ -383,6 +396,13 @@ def _what_if_in_browser(p: Page, screenshots) -> None:
         assert counts and all(c.isdigit() for c in counts)
         assert _cut_titles(p, "whatif-table") == []
         p.page.screenshot(path=str(screenshots / "ui-tables-whatif.png"), full_page=True)
+        # on a small laptop's screen the notes were off the right edge
+        p.page.set_viewport_size({"width": 1024, "height": 900})
+        p.wait_for(lambda: not _overflows(p, "whatif-table"), timeout=10,
+                   what="the what-if table fitting at 1,024 px")
+        shown = _visible_fields(p, "whatif-table")
+        assert {"policy", "completed", "rejected", "avg_jct_h", "note"} <= set(shown), shown
+        assert _cut_titles(p, "whatif-table") == []
         assert p.errors == []
     finally:
         p.close()

@@ -42,7 +42,7 @@ COLUMNS = {
     "placement": {"minWidth": 94, "widthGrow": 2.2},
     "last_action": {"minWidth": 100, "widthGrow": 1.4}, "workers": {"minWidth": 78},
     "arrival_h": {"minWidth": 64}, "deadline_h": {"minWidth": 76}, "p_meet": {"minWidth": 78},
-    "time_h": {"minWidth": 64}, "applied": {"minWidth": 66},
+    "time_h": {"minWidth": 64}, "applied": {"minWidth": 66}, "finish_h": {"minWidth": 52},
     "reason": {"minWidth": 100, "widthGrow": 4}, "detail": {"minWidth": 140, "widthGrow": 3},
     "note": {"minWidth": 120, "widthGrow": 2.5},
     "fact": {"minWidth": 150, "widthGrow": 1.2}, "value": {"minWidth": 120, "widthGrow": 4},
@@ -73,6 +73,11 @@ def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[st
     fmt: dict[str, Any] = {c: COUNT for c in counts} | {c: HOURS for c in hours}
     fmt |= {c: SHARE for c in shares} | {c: WRAP for c in wrap} | dict(formatters or {})
     specs = {field: dict(spec) for field, spec in COLUMNS.items()}
+    titles = params.get("titles") or {}
+    for field in value.columns:
+        if field not in COLUMNS:  # as wide as its title's longest word (~8 px a bold letter)
+            longest = max(map(len, str(titles.get(field, field)).split()), default=0)
+            specs[field] = {"minWidth": max(COLUMN_DEFAULTS["minWidth"], 8 * longest + 12)}
     config: dict[str, Any] = {"columnDefaults": COLUMN_DEFAULTS}
     if hide_first:
         config["responsiveLayout"] = "hide"

@@ -22,7 +22,9 @@ class DecisionsView(View):
         self.table = table(
             state.decisions_frame(rows, include_waits=False), name="decisions-table",
             pagination="remote", page_size=20, titles={"time_h": "time (h)", "at": "at (UTC)"},
-            hours=("time_h",), wrap=("reason", "detail"))
+            hours=("time_h",), wrap=("reason", "detail"),
+            # on a small laptop's screen (1,024 px) the detail stays in view
+            hide_first=("applied", "policy"))
         self.download = csv_download(
             "Download log (CSV)", "workbench-decisions.csv",
             lambda: export.decisions(state, include_waits=self.show_waits.value))

@@ -294,8 +294,7 @@ def _table(frame: pd.DataFrame) -> pn.widgets.Tabulator:
     """The console's table (`_tables.table`): its text wraps and its columns fit the tab; sized
     to its data, a long reason ran past the tab's right edge and was cut."""
     text = [c for c in frame.columns if frame[c].map(lambda x: isinstance(x, str)).any()]
-    # titles with spaces wrap in a narrow column ("attained_gpu_h" was cut to "attained_gpu")
-    titles = {c: re.sub(r"_h$", " (h)", str(c)).replace("_", " ") for c in frame.columns}
+    titles = {c: _label(str(c)) for c in frame.columns}
     return table(frame, wrap=text, titles=titles, pagination="local", page_size=10,
                  name="engine-table")
 
@@ -360,19 +359,25 @@ def _round(x: Any) -> Any:
     return x
 
 
+def _label(key: str) -> str:
+    """A key as a title or a fact's name, in words that wrap in a narrow column
+    ("attained_gpu_h" was cut to "attained_gpu", "queue_thresholds_gpu_h" at 1,024 px)."""
+    return re.sub(r"_h$", " (h)", key).replace("_", " ")
+
+
 def _fact_row(key: str, value: Any, origin: float) -> tuple[str, str]:
     """One row of the facts table: a time on the clock or a duration shown in hours."""
     if _is_num(value) and (key in CLOCK or key in DURATION):
         shift = origin if key in CLOCK else 0.0
-        return f"{key}_h", f"{(float(value) - shift) / 3600.0:.3g}"
-    return key, _fact_text(value)
+        return _label(f"{key}_h"), f"{(float(value) - shift) / 3600.0:.3g}"
+    return _label(key), _fact_text(value)
 
 
 class EngineView(View):
     def __init__(self, state: WorkbenchState) -> None:
         super().__init__(state)
         self.header = pn.pane.Markdown("", margin=(0, 10))
-        self.facts = table(pd.DataFrame(columns=["fact", "value"]), wrap=["value"],
+        self.facts = table(pd.DataFrame(columns=["fact", "value"]), wrap=["fact", "value"],
                            name="engine-facts")
         self.body = pn.Column(sizing_mode="stretch_width")
         self.blocks: dict[str, _Block] = {}

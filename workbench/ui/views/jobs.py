@@ -68,8 +68,10 @@ class JobsView(View):
             page_size=page_size, selectable=1, titles=DISPLAY_COLUMNS, header_filters=False,
             counts=("workers", "ps"), hours=("arrival_h", "finish_h", "deadline_h"),
             shares=("p_meet",), wrap=("placement", "last_action", "reason"),
-            # below ~1,500 px the reason, the column that says why, stays in view
-            hide_first=("ps", "arrival_h", "band", "last_action"),
+            # below ~1,500 px the reason, the column that says why, stays in view (down to
+            # 1,024 px; the placement is also on the Cluster tab, the workers in the details)
+            hide_first=("ps", "arrival_h", "band", "last_action", "placement", "workers",
+                        "deadline_h"),
             formatters={"progress": {"type": "progress", "max": 100, "legend": True,
                                      "legendAlign": "center", "color": "#9ecae1"}},
             stylesheets=[JOBS_TABLE_CSS],

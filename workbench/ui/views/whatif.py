@@ -99,9 +99,9 @@ class WhatIfView:
                    "ran_to_h", "wall_s"), shares=("deadline_hit_rate", "gpu_alloc_util"),
             wrap=("note",),
             # on a laptop's screen these give way first, so the notes stay in sight (the CSV
-            # has every column)
+            # has every column; the line above the table names unfinished jobs)
             hide_first=("wall_s", "stalled", "ran_to_h", "restarts", "avg_queue_h",
-                        "median_jct_h", "p95_jct_h"))
+                        "median_jct_h", "p95_jct_h", "jobs", "unfinished", "makespan_h"))
         self.table.style.apply(_flag_shortfall, axis=1)
         self.download = csv_download("Download results (CSV)", "workbench-what-if.csv",
                                      lambda: export.what_if(self.current))
