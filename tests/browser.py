@@ -82,7 +82,13 @@ _TABLE_FACTS = """([cls, field]) => {
     if (e.classList.contains('tabulator-cell') && e.getAttribute('tabulator-field') === field) {
       const r = e.getBoundingClientRect(); cells.push([r.width, r.height]); } });
   walk(document);
-  return {model_rows: rows, cells_drawn: cells};
+  const tables = [];  // the table elements of that class: their size and rows drawn
+  const find = (root) => root.querySelectorAll('*').forEach(e => {
+    if (e.shadowRoot) find(e.shadowRoot);
+    if (e.classList.contains(cls) && e.shadowRoot) { const r = e.getBoundingClientRect();
+      tables.push([r.width, r.height, e.shadowRoot.querySelectorAll('.tabulator-row').length]); } });
+  find(document);
+  return {model_rows: rows, cells_drawn: cells, tables, visibility: document.visibilityState};
 }"""
 
 
@@ -131,3 +137,34 @@ class Page:
 
     def close(self) -> None:
         self.page.close()
+
+
+def cut_titles(p: Page, table: str) -> list[str]:
+    """Header titles with a word wider than their column (titles wrap between words, so only
+    a word too long is cut), or with text under their column's sort arrow (Tabulator's arrow
+    sat beside the title, over the last letters of a word that filled a narrow column); a
+    column hidden for want of room is not cut."""
+    return p.page.locator(f".{table} .tabulator-col-title").evaluate_all("""els => els
+        .filter(e => e.innerText.trim() && e.closest('.tabulator-col').offsetWidth > 0)
+        .filter(e => {
+            const probe = document.createElement('span');
+            probe.style.cssText = 'position:absolute;white-space:nowrap;visibility:hidden';
+            e.appendChild(probe);
+            const widest = Math.max(...e.innerText.split(/\\s+/).map(word => {
+                probe.textContent = word; return probe.getBoundingClientRect().width; }));
+            probe.remove();
+            const arrow = e.closest('.tabulator-col').querySelector('.tabulator-arrow');
+            const a = arrow && arrow.getBoundingClientRect(), text = document.createRange();
+            text.selectNodeContents(e);
+            const under = a && [...text.getClientRects()].some(r => r.right > a.left
+                && r.left < a.right && r.bottom > a.top && r.top < a.bottom);
+            return under || widest > e.closest('.tabulator-col').clientWidth - 8;
+        }).map(e => e.innerText)""")
+
+
+def cut_cells(p: Page, table: str, field: str) -> list[str]:
+    """Cells of `field` whose one-line text is wider than the cell (clipped with no ellipsis
+    to say so); a column hidden for want of room is not cut."""
+    return p.page.locator(f".{table} .tabulator-cell[tabulator-field={field}]").evaluate_all(
+        "els => els.filter(e => e.offsetWidth > 0 && e.scrollWidth > e.clientWidth + 1)"
+        ".map(e => e.innerText)")

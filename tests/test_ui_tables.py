@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.ui
 
-from browser import Page, served
+from browser import Page, cut_cells, cut_titles, served
 
 SELECTED = ".jobs-table .tabulator-row.tabulator-selected"
 
@@ -29,37 +29,6 @@ def server():
 
 def _column(p: Page, table: str, field: str) -> list[str]:
     return p.page.locator(f".{table} .tabulator-cell[tabulator-field={field}]").all_inner_texts()
-
-
-def _cut_titles(p: Page, table: str) -> list[str]:
-    """Header titles with a word wider than their column (titles wrap between words, so only
-    a word too long is cut), or with text under their column's sort arrow (Tabulator's arrow
-    sat beside the title, over the last letters of a word that filled a narrow column); a
-    column hidden for want of room is not cut."""
-    return p.page.locator(f".{table} .tabulator-col-title").evaluate_all("""els => els
-        .filter(e => e.innerText.trim() && e.closest('.tabulator-col').offsetWidth > 0)
-        .filter(e => {
-            const probe = document.createElement('span');
-            probe.style.cssText = 'position:absolute;white-space:nowrap;visibility:hidden';
-            e.appendChild(probe);
-            const widest = Math.max(...e.innerText.split(/\\s+/).map(word => {
-                probe.textContent = word; return probe.getBoundingClientRect().width; }));
-            probe.remove();
-            const arrow = e.closest('.tabulator-col').querySelector('.tabulator-arrow');
-            const a = arrow && arrow.getBoundingClientRect(), text = document.createRange();
-            text.selectNodeContents(e);
-            const under = a && [...text.getClientRects()].some(r => r.right > a.left
-                && r.left < a.right && r.bottom > a.top && r.top < a.bottom);
-            return under || widest > e.closest('.tabulator-col').clientWidth - 8;
-        }).map(e => e.innerText)""")
-
-
-def _cut_cells(p: Page, table: str, field: str) -> list[str]:
-    """Cells of `field` whose one-line text is wider than the cell (clipped with no ellipsis
-    to say so); a column hidden for want of room is not cut."""
-    return p.page.locator(f".{table} .tabulator-cell[tabulator-field={field}]").evaluate_all(
-        "els => els.filter(e => e.offsetWidth > 0 && e.scrollWidth > e.clientWidth + 1)"
-        ".map(e => e.innerText)")
 
 
 def _overflows(p: Page, table: str) -> bool:
@@ -126,7 +95,7 @@ def test_jobs_rows_stay_put_and_the_selection_follows_its_job(browser, server, s
         _pause(p)
         workers = _column(p, "jobs-table", "workers") + _column(p, "jobs-table", "ps")
         assert workers and all(w.isdigit() for w in workers), workers  # "4", never "4.0"
-        assert _cut_titles(p, "jobs-table") == []
+        assert cut_titles(p, "jobs-table") == []
         assert not _overflows(p, "jobs-table")
         p.page.screenshot(path=str(screenshots / "ui-tables-jobs.png"), full_page=True)
         print("the selected row moved while selected:", seen_moves)
@@ -160,7 +129,7 @@ def test_on_a_laptop_screen_the_jobs_table_keeps_the_reason_in_view(browser, ser
             seen[width] = _visible_fields(p, "jobs-table")
             assert {"job", "state", "progress", "finish_h", "p_meet", "reason"} <= \
                 set(seen[width]), (width, seen[width])
-            assert _cut_titles(p, "jobs-table") == []
+            assert cut_titles(p, "jobs-table") == []
         hidden = {w: [f for f in seen[1500] if f not in fields] for w, fields in seen.items()}
         order = ["ps", "arrival_h", "band", "last_action", "placement", "workers", "deadline_h"]
         assert hidden[1500] == [] and hidden[1366] and hidden[1280]
@@ -186,7 +155,7 @@ def test_a_forecast_band_of_two_digit_hours_is_shown_whole_or_not_at_all(browser
                 p.page.set_viewport_size({"width": width, "height": 1000})
                 p.wait_for(lambda: not _overflows(p, "jobs-table"), timeout=10,
                            what=f"the jobs table fitting at {width} px")
-                assert _cut_cells(p, "jobs-table", "band") == [], width
+                assert cut_cells(p, "jobs-table", "band") == [], width
             assert p.errors == []
         finally:
             p.close()
@@ -287,10 +256,10 @@ def test_the_engine_tabs_queue_fits_the_tab_with_its_reasons_whole(browser, serv
             p.page.set_viewport_size({"width": width, "height": 1000})
             time.sleep(1.0)
             assert not _overflows(p, "engine-table"), width
-            assert _cut_cells(p, "engine-table", "reason") == [], width
-            assert _cut_titles(p, "engine-table") == [], width
-            assert _cut_cells(p, "engine-facts", "value") == [], width
-            assert _cut_cells(p, "engine-facts", "fact") == [], width
+            assert cut_cells(p, "engine-table", "reason") == [], width
+            assert cut_titles(p, "engine-table") == [], width
+            assert cut_cells(p, "engine-facts", "value") == [], width
+            assert cut_cells(p, "engine-facts", "fact") == [], width
         assert p.errors == []
     finally:
         p.close()
@@ -325,7 +294,7 @@ def _preview_changes_whole(p: Page) -> None:
                 if f not in ("job", "_index")]) and e in f and f,
                 what=f"the changed jobs under {engine}")
             for field in fields:
-                assert _cut_cells(p, "preview-changes", field) == [], (engine, field)
+                assert cut_cells(p, "preview-changes", field) == [], (engine, field)
             texts = _column(p, "preview-changes", engine)
             assert any(len(t) >= 16 for t in texts), texts  # 'pending, 0% done'
             cells, box = _right_edges(p, "preview-changes")
@@ -353,7 +322,7 @@ def test_csv_downloads_of_jobs_and_decisions(browser, server, tmp_path):
         assert log and {"time_h", "policy", "action", "job", "reason"} <= set(log[0])
         times = [float(r["time_h"]) for r in log]
         assert times == sorted(times)  # a log reads forwards
-        assert _cut_titles(p, "decisions-table") == [] and not _overflows(p, "decisions-table")
+        assert cut_titles(p, "decisions-table") == [] and not _overflows(p, "decisions-table")
         # on a small laptop's screen the log was wider than its tab, the detail cut at the edge:
         # 'applied' and then 'policy' give way
         p.page.set_viewport_size({"width": 1024, "height": 900})
@@ -361,7 +330,7 @@ def test_csv_downloads_of_jobs_and_decisions(browser, server, tmp_path):
                    what="the decisions table fitting at 1,024 px")
         shown = _visible_fields(p, "decisions-table")
         assert {"time_h", "action", "job", "reason", "detail"} <= set(shown), shown
-        assert _cut_titles(p, "decisions-table") == []
+        assert cut_titles(p, "decisions-table") == []
         assert p.errors == []
     finally:
         p.close()
@@ -394,7 +363,7 @@ def _what_if_in_browser(p: Page, screenshots) -> None:
         p.wait_for(lambda: not busy.is_visible(), what="the busy indicator to go")
         counts = _column(p, "whatif-table", "completed") + _column(p, "whatif-table", "rejected")
         assert counts and all(c.isdigit() for c in counts)
-        assert _cut_titles(p, "whatif-table") == []
+        assert cut_titles(p, "whatif-table") == []
         p.page.screenshot(path=str(screenshots / "ui-tables-whatif.png"), full_page=True)
         # on a small laptop's screen the notes were off the right edge
         p.page.set_viewport_size({"width": 1024, "height": 900})
@@ -402,7 +371,7 @@ def _what_if_in_browser(p: Page, screenshots) -> None:
                    what="the what-if table fitting at 1,024 px")
         shown = _visible_fields(p, "whatif-table")
         assert {"policy", "completed", "rejected", "avg_jct_h", "note"} <= set(shown), shown
-        assert _cut_titles(p, "whatif-table") == []
+        assert cut_titles(p, "whatif-table") == []
         assert p.errors == []
     finally:
         p.close()

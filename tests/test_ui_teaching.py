@@ -10,7 +10,7 @@ import re
 import time
 
 import pytest
-from browser import Page, served
+from browser import Page, cut_cells, cut_titles, served
 
 from workbench.policies import available
 
@@ -62,6 +62,8 @@ def test_every_engine_teaches_from_the_first_round_after_a_switch(browser, defau
                                                                    screenshots):
     p = Page(browser, default_run)
     try:
+        # a small laptop's screen: every engine's tables fit it, nothing cut
+        p.page.set_viewport_size({"width": 1024, "height": 900})
         for _ in range(6):  # a few jobs running and waiting
             p.click("Step")
             time.sleep(0.4)
@@ -108,5 +110,12 @@ def _switch_and_check(p: Page, engine: str, screenshots) -> None:
     assert not BAD.search(texts), (engine, BAD.search(texts).group(0), texts[:2000])
     assert not RAW.search(texts), (engine, RAW.search(texts).group(0))
     assert "has no teaching view" not in p.page.inner_text("body")
+    for name in ("engine-table", "engine-facts"):
+        assert cut_titles(p, name) == [], (engine, name)
+    for field in ("fact", "value"):
+        assert cut_cells(p, "engine-facts", field) == [], (engine, field)
+    for field in p.page.locator(".engine-table .tabulator-col[tabulator-field]").evaluate_all(
+            "els => els.map(e => e.getAttribute('tabulator-field'))"):
+        assert cut_cells(p, "engine-table", field) == [], (engine, field)
     p.page.screenshot(path=str(screenshots / f"ui-engine-{engine}.png"), full_page=True)
     assert p.errors == [], engine

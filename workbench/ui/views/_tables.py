@@ -64,12 +64,14 @@ HEADER_CSS = """
 def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[str] = (),
           shares: Iterable[str] = (), wrap: Iterable[str] = (),
           formatters: Mapping[str, Any] | None = None, name: str | None = None,
-          hide_first: Sequence[str] = (), **params: Any) -> pn.widgets.Tabulator:
+          hide_first: Sequence[str] = (), min_widths: Mapping[str, int] | None = None,
+          **params: Any) -> pn.widgets.Tabulator:
     """A read-only table with the console's formats: `counts` as integers, `hours` with two
     decimals, `shares` as percents, `wrap` text wrapped in its cell. `hide_first`: columns
     hidden, in that order, while the table is wider than its place (a laptop's screen); the
-    others never are (the table scrolls sideways if hiding those is not enough). `params` go
-    to Tabulator (titles, widths, pagination, ...)."""
+    others never are (the table scrolls sideways if hiding those is not enough).
+    `min_widths`: the least width of columns the console has none for (by default as wide as
+    their title's longest word). `params` go to Tabulator (titles, widths, pagination, ...)."""
     fmt: dict[str, Any] = {c: COUNT for c in counts} | {c: HOURS for c in hours}
     fmt |= {c: SHARE for c in shares} | {c: WRAP for c in wrap} | dict(formatters or {})
     specs = {field: dict(spec) for field, spec in COLUMNS.items()}
@@ -77,7 +79,8 @@ def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[st
     for field in value.columns:
         if field not in COLUMNS:  # as wide as its title's longest word (~8 px a bold letter)
             longest = max(map(len, str(titles.get(field, field)).split()), default=0)
-            specs[field] = {"minWidth": max(COLUMN_DEFAULTS["minWidth"], 8 * longest + 12)}
+            least = max(COLUMN_DEFAULTS["minWidth"], 8 * longest + 12)
+            specs[field] = {"minWidth": max(least, (min_widths or {}).get(field, 0))}
     config: dict[str, Any] = {"columnDefaults": COLUMN_DEFAULTS}
     if hide_first:
         config["responsiveLayout"] = "hide"

@@ -296,7 +296,14 @@ def _table(frame: pd.DataFrame) -> pn.widgets.Tabulator:
     text = [c for c in frame.columns if frame[c].map(lambda x: isinstance(x, str)).any()]
     titles = {c: _label(str(c)) for c in frame.columns}
     return table(frame, wrap=text, titles=titles, pagination="local", page_size=10,
-                 name="engine-table")
+                 name="engine-table", min_widths={c: _word_width(frame[c]) for c in text})
+
+
+def _word_width(column: pd.Series) -> int:
+    """Pixels for the longest word of a text column's values (~7 px a letter, at most 150):
+    text wraps between words, and a job's name ('deepspeech2-1') or 'observed' was cut."""
+    words = (w for x in column if isinstance(x, str) for w in x.split())
+    return min(7 * max(map(len, words), default=0) + 14, 150)
 
 
 def _names_for(n: int, view: dict) -> list[str]:
