@@ -184,6 +184,34 @@ def test_a_kubeflow_job_is_tracked_only_once_every_role_has_its_pods_with_a_fake
     assert rec._whole_owner(("default", "tf"), dict(ps_only), {})
 
 
+def test_a_jobset_is_tracked_only_once_every_child_job_has_pods_with_a_fake_cache():
+    """A JobSet of 2 worker replicas: the pods of its first child Job alone are not the job
+    (tracked then, it took 1 worker as its minimum; CI saw it once); both are. While the JobSet
+    is not in the watch cache the job waits, unless JobSets are not watched at all."""
+    from types import SimpleNamespace
+
+    from workbench.k8s.cache import PodGroup
+    from workbench.k8s.reconcile import Reconciler
+
+    obj, = training_jobs(_spec("jr", workers=2, lo=1, hi=5), "default", kind="jobset")
+    rjob, = obj["spec"]["replicatedJobs"]
+    rjob["replicas"], rjob["template"]["spec"]["parallelism"] = 2, 1
+    pod = {"metadata": {"labels": {kinds.JOBSET_NAME: "jr"}}}
+    group = PodGroup(("default", "jr"), pods=[pod, pod])
+    rec = Reconciler.__new__(Reconciler)
+    rec.cache = SimpleNamespace(custom={"JobSet": object()})  # the fake: only what is read
+    objs = {("JobSet", "default", "jr"): obj}
+    first = {labels.ROLE_WORKER: (("Job", "jr-workers-0"),)}
+    both = {labels.ROLE_WORKER: (("Job", "jr-workers-0"), ("Job", "jr-workers-1"))}
+    assert not rec._every_child_job(("default", "jr"), group, first, objs)
+    assert rec._every_child_job(("default", "jr"), group, both, objs)
+    assert not rec._every_child_job(("default", "jr"), group, both, {})
+    rjob["template"]["spec"]["parallelism"] = 0  # a replicated job that makes no pods
+    assert rec._every_child_job(("default", "jr"), group, {}, objs)
+    rec.cache = SimpleNamespace(custom={})
+    assert rec._every_child_job(("default", "jr"), group, first, {})
+
+
 # ---- on the local control plane ----------------------------------------------------------------
 
 SPEED = 50.0

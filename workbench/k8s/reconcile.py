@@ -328,6 +328,23 @@ class Reconciler:
                 owners[role] = ((kind, name),)
         return True
 
+    def _every_child_job(self, key, group: PodGroup, owners: dict, owner_objs: dict) -> bool:
+        """A JobSet's pods are one job once each child Job it runs (each replica of each
+        replicated job with pods to make) owns some: its controller makes them one by one, and
+        a job tracked from the first child's pods took its minimum and its size from them
+        alone (1 worker of 2, in CI). False: wait (also while the JobSet is not in the watch
+        cache yet)."""
+        names = {(p["metadata"].get("labels") or {}).get(kinds.JOBSET_NAME) for p in group.pods}
+        if len(names) != 1 or None in names:
+            return True
+        (name,) = names
+        obj = owner_objs.get((kinds.JOBSET.kind, key[0], name))
+        if obj is None:
+            return kinds.JOBSET.kind not in self.cache.custom
+        children = {o for refs in owners.values() for o in refs
+                    if o[0] == kinds.BATCH_JOB.kind}
+        return len(children) >= _child_jobs_making_pods(obj)
+
     @staticmethod
     def _outside_gang(key, group: PodGroup, owners: dict, owner_objs: dict) -> list[str]:
         """Replica types outside the training gang (a TFJob's Evaluator) among the job's pods
@@ -367,6 +384,8 @@ class Reconciler:
             return None
         if not self._whole_owner(key, owners, owner_objs):
             return None  # its Kubeflow job is not in the watch cache yet
+        if not self._every_child_job(key, group, owners, owner_objs):
+            return None  # its JobSet's other child Jobs have no pods yet
         desired = self._desired(group, owner_objs, owners)
         if any(group.count(r) < n for r, n in desired.items()):
             return None  # its Job is still creating pods
@@ -659,6 +678,17 @@ def _owner_count(obj: dict | None, kind: str, role: str) -> int | None:
         return None if n is None else int(n)
     k = kinds.BY_KIND[kind]
     return k.counts(obj)[role] if k.replica_specs else None
+
+
+def _child_jobs_making_pods(jobset: dict) -> int:
+    """Child Jobs a JobSet runs that make pods: each replica of a replicated job whose Job
+    template's parallelism is not 0."""
+    count = 0
+    for rjob in jobset["spec"].get("replicatedJobs") or []:
+        parallelism = ((rjob.get("template") or {}).get("spec") or {}).get("parallelism")
+        if parallelism is None or int(parallelism) > 0:
+            count += int(rjob.get("replicas", 1) or 0)
+    return count
 
 
 def _one_worker_per_child_job(spec: JobSpec, owners: dict) -> JobSpec:
