@@ -168,3 +168,9 @@ def cut_cells(p: Page, table: str, field: str) -> list[str]:
     return p.page.locator(f".{table} .tabulator-cell[tabulator-field={field}]").evaluate_all(
         "els => els.filter(e => e.offsetWidth > 0 && e.scrollWidth > e.clientWidth + 1)"
         ".map(e => e.innerText)")
+
+
+def column_fields(p: Page, table: str) -> list[str]:
+    """The fields of `table`'s columns, in order (hidden ones too)."""
+    return p.page.locator(f".{table} .tabulator-col[tabulator-field]").evaluate_all(
+        "els => els.map(e => e.getAttribute('tabulator-field'))")

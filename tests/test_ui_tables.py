@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.ui
 
-from browser import Page, cut_cells, cut_titles, served
+from browser import Page, column_fields, cut_cells, cut_titles, served
 
 SELECTED = ".jobs-table .tabulator-row.tabulator-selected"
 
@@ -110,6 +110,15 @@ def _visible_fields(p: Page, table: str) -> list[str]:
         ".map(e => e.getAttribute('tabulator-field')).filter(f => f)")
 
 
+def _fit_at(p: Page, table: str, width: int) -> list[str]:
+    """Make the page `width` px wide, wait for `table` to fit its tab (no column pushed off
+    the right edge), and give the fields it shows then."""
+    p.page.set_viewport_size({"width": width, "height": 1000})
+    p.wait_for(lambda: not _overflows(p, table), timeout=10,
+               what=f"the {table} fitting at {width} px")
+    return _visible_fields(p, table)
+
+
 def test_on_a_laptop_screen_the_jobs_table_keeps_the_reason_in_view(browser, server):
     """At 1,366 and 1,280 px the jobs table was wider than its tab: the reason, the column
     that says why a job is where it is, was off the right edge (and at 1,024 px still, until
@@ -123,10 +132,7 @@ def test_on_a_laptop_screen_the_jobs_table_keeps_the_reason_in_view(browser, ser
                    what="jobs listed")
         seen = {}
         for width in (1500, 1366, 1280, 1024):
-            p.page.set_viewport_size({"width": width, "height": 1000})
-            p.wait_for(lambda: not _overflows(p, "jobs-table"), timeout=10,
-                       what=f"the jobs table fitting at {width} px")
-            seen[width] = _visible_fields(p, "jobs-table")
+            seen[width] = _fit_at(p, "jobs-table", width)
             assert {"job", "state", "progress", "finish_h", "p_meet", "reason"} <= \
                 set(seen[width]), (width, seen[width])
             assert cut_titles(p, "jobs-table") == []
@@ -152,9 +158,7 @@ def test_a_forecast_band_of_two_digit_hours_is_shown_whole_or_not_at_all(browser
             p.wait_for(lambda: p.click("Step") or any(
                 len(t) >= 11 for t in _column(p, "jobs-table", "band")), what="a long band")
             for width in (1500, 1366, 1280, 1024):
-                p.page.set_viewport_size({"width": width, "height": 1000})
-                p.wait_for(lambda: not _overflows(p, "jobs-table"), timeout=10,
-                           what=f"the jobs table fitting at {width} px")
+                _fit_at(p, "jobs-table", width)
                 assert cut_cells(p, "jobs-table", "band") == [], width
             assert p.errors == []
         finally:
@@ -288,11 +292,9 @@ def _preview_changes_whole(p: Page) -> None:
             p.page.wait_for_selector(f"text=/If you switch \\S+ → {engine} now/",
                                      timeout=60_000)
             # the table may show Tabulator's own '_index' column for a moment before its data
-            fields = p.wait_for(lambda e=engine: (f := [f for f in p.page.locator(
-                ".preview-changes .tabulator-col[tabulator-field]").evaluate_all(
-                "els => els.map(e => e.getAttribute('tabulator-field'))")
-                if f not in ("job", "_index")]) and e in f and f,
-                what=f"the changed jobs under {engine}")
+            fields = p.wait_for(lambda e=engine: (f := [
+                f for f in column_fields(p, "preview-changes") if f not in ("job", "_index")])
+                and e in f and f, what=f"the changed jobs under {engine}")
             for field in fields:
                 assert cut_cells(p, "preview-changes", field) == [], (engine, field)
             texts = _column(p, "preview-changes", engine)
@@ -325,10 +327,7 @@ def test_csv_downloads_of_jobs_and_decisions(browser, server, tmp_path):
         assert cut_titles(p, "decisions-table") == [] and not _overflows(p, "decisions-table")
         # on a small laptop's screen the log was wider than its tab, the detail cut at the edge:
         # 'applied' and then 'policy' give way
-        p.page.set_viewport_size({"width": 1024, "height": 900})
-        p.wait_for(lambda: not _overflows(p, "decisions-table"), timeout=10,
-                   what="the decisions table fitting at 1,024 px")
-        shown = _visible_fields(p, "decisions-table")
+        shown = _fit_at(p, "decisions-table", 1024)
         assert {"time_h", "action", "job", "reason", "detail"} <= set(shown), shown
         assert cut_titles(p, "decisions-table") == []
         assert p.errors == []
@@ -366,10 +365,7 @@ def _what_if_in_browser(p: Page, screenshots) -> None:
         assert cut_titles(p, "whatif-table") == []
         p.page.screenshot(path=str(screenshots / "ui-tables-whatif.png"), full_page=True)
         # on a small laptop's screen the notes were off the right edge
-        p.page.set_viewport_size({"width": 1024, "height": 900})
-        p.wait_for(lambda: not _overflows(p, "whatif-table"), timeout=10,
-                   what="the what-if table fitting at 1,024 px")
-        shown = _visible_fields(p, "whatif-table")
+        shown = _fit_at(p, "whatif-table", 1024)
         assert {"policy", "completed", "rejected", "avg_jct_h", "note"} <= set(shown), shown
         assert cut_titles(p, "whatif-table") == []
         assert p.errors == []

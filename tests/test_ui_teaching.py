@@ -10,7 +10,7 @@ import re
 import time
 
 import pytest
-from browser import Page, cut_cells, cut_titles, served
+from browser import Page, column_fields, cut_cells, cut_titles, served
 
 from workbench.policies import available
 
@@ -114,8 +114,7 @@ def _switch_and_check(p: Page, engine: str, screenshots) -> None:
         assert cut_titles(p, name) == [], (engine, name)
     for field in ("fact", "value"):
         assert cut_cells(p, "engine-facts", field) == [], (engine, field)
-    for field in p.page.locator(".engine-table .tabulator-col[tabulator-field]").evaluate_all(
-            "els => els.map(e => e.getAttribute('tabulator-field'))"):
+    for field in column_fields(p, "engine-table"):
         assert cut_cells(p, "engine-table", field) == [], (engine, field)
     p.page.screenshot(path=str(screenshots / f"ui-engine-{engine}.png"), full_page=True)
     assert p.errors == [], engine
