@@ -118,3 +118,33 @@ def _switch_and_check(p: Page, engine: str, screenshots) -> None:
         assert cut_cells(p, "engine-table", field) == [], (engine, field)
     p.page.screenshot(path=str(screenshots / f"ui-engine-{engine}.png"), full_page=True)
     assert p.errors == [], engine
+
+
+# Each legend swatch (an empty inline-block span) and the first line of the text after it.
+_SWATCH_LINES = """() => { const spans = [];
+  const walk = (root) => root.querySelectorAll('*').forEach(e => {
+    if (e.tagName === 'SPAN') spans.push(e); if (e.shadowRoot) walk(e.shadowRoot); });
+  walk(document);
+  return spans.filter(s =>
+    s.textContent === '' && getComputedStyle(s).display === 'inline-block' &&
+    s.nextSibling && s.nextSibling.nodeType === Node.TEXT_NODE && s.offsetParent).map(s => {
+      const r = document.createRange(); r.selectNodeContents(s.nextSibling);
+      const line = r.getClientRects()[0], box = s.getBoundingClientRect();
+      return [s.nextSibling.textContent.trim(), Math.round(box.top), Math.round(line.top)]; }); }"""
+
+
+def test_the_cluster_legend_keeps_each_swatch_beside_its_label(browser, default_run):
+    """At a small laptop's width the legend wraps between entries: a swatch never ends one
+    line with its label starting the next ('node down' did at 1,024 px)."""
+    p = Page(browser, default_run)
+    try:
+        p.page.set_viewport_size({"width": 1024, "height": 900})
+        p.tab("Cluster")
+        entries = p.wait_for(lambda: p.page.evaluate(_SWATCH_LINES), what="legend swatches")
+        labels = [label for label, _, _ in entries]
+        assert any(label.startswith("node down") for label in labels), labels
+        apart = [(label, box, line) for label, box, line in entries if abs(box - line) > 8]
+        assert apart == [], apart
+        assert p.errors == []
+    finally:
+        p.close()

@@ -201,8 +201,10 @@ def _node_text(i: int, state: WorkbenchState) -> str:
 
 def _legend_html() -> str:
     def box(colour: str, label: str) -> str:
-        return (f'<span style="display:inline-block;width:12px;height:12px;background:{colour};'
-                f'border:1px solid #bbb;margin:0 4px -2px 10px"></span>{label}')
+        # swatch and label as one unbreakable piece: a narrow tab wraps between entries only
+        return (f'<span style="white-space:nowrap"><span style="display:inline-block;'
+                f'width:12px;height:12px;background:{colour};border:1px solid #bbb;'
+                f'margin:0 4px -2px 10px"></span>{label}</span> ')
     return ('<div style="font-size:12px;color:#333">'
             + box(FREE_COLOUR, "free GPU") + box("#1f77b4", "GPU held (colour = job; partly"
                                                  " filled = shared fraction)")

@@ -130,6 +130,7 @@ def heat_legend_html() -> str:
             ' use <span style="display:inline-block;width:120px;height:11px;margin:0 4px -1px;'
             f'background:linear-gradient(to right, {FREE_CELL}, {stops});border:1px solid #bbb">'
             '</span>0% → 100% (rack share at the row\'s end) · '
-            f'<span style="display:inline-block;width:11px;height:11px;background:{DOWN_COLOUR};'
-            'margin:0 3px -1px"></span>node down · outlined: the selected job\'s or node\'s.'
+            f'<span style="white-space:nowrap"><span style="display:inline-block;width:11px;'
+            f'height:11px;background:{DOWN_COLOUR};margin:0 3px -1px"></span>node down</span>'
+            ' · outlined: the selected job\'s or node\'s.'
             ' Click a node to see its rack\'s GPUs.</div>')
