@@ -65,13 +65,14 @@ def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[st
           shares: Iterable[str] = (), wrap: Iterable[str] = (),
           formatters: Mapping[str, Any] | None = None, name: str | None = None,
           hide_first: Sequence[str] = (), min_widths: Mapping[str, int] | None = None,
-          **params: Any) -> pn.widgets.Tabulator:
+          frozen: Sequence[str] = (), **params: Any) -> pn.widgets.Tabulator:
     """A read-only table with the console's formats: `counts` as integers, `hours` with two
     decimals, `shares` as percents, `wrap` text wrapped in its cell. `hide_first`: columns
     hidden, in that order, while the table is wider than its place (a laptop's screen); the
     others never are (the table scrolls sideways if hiding those is not enough).
     `min_widths`: the least width of columns the console has none for (by default as wide as
-    their title's longest word). `params` go to Tabulator (titles, widths, pagination, ...)."""
+    their title's longest word). `frozen`: columns kept at the left edge while the table
+    scrolls sideways (a row's key). `params` go to Tabulator (titles, widths, pagination, ...)."""
     fmt: dict[str, Any] = {c: COUNT for c in counts} | {c: HOURS for c in hours}
     fmt |= {c: SHARE for c in shares} | {c: WRAP for c in wrap} | dict(formatters or {})
     specs = {field: dict(spec) for field, spec in COLUMNS.items()}
@@ -88,6 +89,8 @@ def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[st
             specs.setdefault(field, {})["responsive"] = 0
         for rank, field in enumerate(hide_first):
             specs.setdefault(field, {})["responsive"] = len(hide_first) - rank
+    for field in frozen:  # stays in view while the table scrolls sideways
+        specs.setdefault(field, {})["frozen"] = True
     config["columns"] = [{"field": field, **spec} for field, spec in specs.items()]
     options: dict[str, Any] = {"show_index": False, "disabled": True,
                                "sizing_mode": "stretch_width", "layout": "fit_columns",

@@ -295,8 +295,12 @@ def _table(frame: pd.DataFrame) -> pn.widgets.Tabulator:
     to its data, a long reason ran past the tab's right edge and was cut."""
     text = [c for c in frame.columns if frame[c].map(lambda x: isinstance(x, str)).any()]
     titles = {c: _label(str(c)) for c in frame.columns}
+    # QoS's and DQoES's tables have 20-odd columns and scroll sideways on a laptop: the
+    # job's name stays in view
+    frozen = [c for c in frame.columns[:1] if c == "job"]
     return table(frame, wrap=text, titles=titles, pagination="local", page_size=10,
-                 name="engine-table", min_widths={c: _word_width(frame[c]) for c in text})
+                 name="engine-table", min_widths={c: _word_width(frame[c]) for c in text},
+                 frozen=frozen)
 
 
 def _word_width(column: pd.Series) -> int:
