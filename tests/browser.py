@@ -92,6 +92,22 @@ _TABLE_FACTS = """([cls, field]) => {
 }"""
 
 
+# Each table of a class that is wider than its place, scrolled to its right end: the holder's
+# left and right edges, and each `field` cell's text and edges.
+_SCROLL_TO_END = """([cls, field]) => { const out = [];
+  const walk = (root) => root.querySelectorAll('*').forEach(e => {
+    if (e.shadowRoot) walk(e.shadowRoot);
+    if (!e.classList.contains(cls) || !e.shadowRoot) return;
+    const h = e.shadowRoot.querySelector('.tabulator-tableholder');
+    if (!h || h.scrollWidth <= h.clientWidth + 1) return;
+    h.scrollLeft = h.scrollWidth; const hb = h.getBoundingClientRect();
+    const cells = [...e.shadowRoot.querySelectorAll(`.tabulator-cell[tabulator-field=${field}]`)]
+      .map(c => { const r = c.getBoundingClientRect();
+                  return [c.textContent, Math.round(r.left), Math.round(r.right)]; });
+    out.push([[Math.round(hb.left), Math.round(hb.right)], cells]); });
+  walk(document); return out; }"""
+
+
 class Page:
     """One browser session on the app, collecting console errors."""
 
@@ -174,3 +190,12 @@ def column_fields(p: Page, table: str) -> list[str]:
     """The fields of `table`'s columns, in order (hidden ones too)."""
     return p.page.locator(f".{table} .tabulator-col[tabulator-field]").evaluate_all(
         "els => els.map(e => e.getAttribute('tabulator-field'))")
+
+
+def scrolled_to_the_end(p: Page, css_class: str, field: str) -> list:
+    """Scroll each table of `css_class` wider than its place to its right end; per table, its
+    holder's (left, right) and each `field` cell's (text, left, right) then (a frozen column's
+    cells stay inside the holder)."""
+    p.page.evaluate(_SCROLL_TO_END, [css_class, field])
+    time.sleep(0.3)  # Tabulator moves frozen cells on the scroll event
+    return p.page.evaluate(_SCROLL_TO_END, [css_class, field])

@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.ui
 
-from browser import Page, column_fields, cut_cells, cut_titles, served
+from browser import Page, column_fields, cut_cells, cut_titles, scrolled_to_the_end, served
 
 SELECTED = ".jobs-table .tabulator-row.tabulator-selected"
 
@@ -142,6 +142,13 @@ def test_on_a_laptop_screen_the_jobs_table_keeps_the_reason_in_view(browser, ser
         for w in (1366, 1280, 1024):  # a prefix of the order
             assert sorted(hidden[w], key=order.index) == order[:len(hidden[w])], hidden
         assert len(hidden[1024]) >= len(hidden[1280]) >= len(hidden[1366])
+        # narrower (a split screen), the table scrolls sideways with the job names in view
+        p.page.set_viewport_size({"width": 800, "height": 1000})
+        scrolled = p.wait_for(lambda: scrolled_to_the_end(p, "jobs-table", "job"),
+                              what="the jobs table scrolling at 800 px")
+        for holder, names in scrolled:
+            assert names and all(left >= holder[0] and right <= holder[1]
+                                 for _, left, right in names), (holder, names)
         assert p.errors == []
     finally:
         p.close()
@@ -368,6 +375,13 @@ def _what_if_in_browser(p: Page, screenshots) -> None:
         shown = _fit_at(p, "whatif-table", 1024)
         assert {"policy", "completed", "rejected", "avg_jct_h", "note"} <= set(shown), shown
         assert cut_titles(p, "whatif-table") == []
+        # narrower, it scrolls sideways with each engine's name in view
+        p.page.set_viewport_size({"width": 800, "height": 1000})
+        scrolled = p.wait_for(lambda: scrolled_to_the_end(p, "whatif-table", "policy"),
+                              what="the what-if table scrolling at 800 px")
+        for holder, names in scrolled:
+            assert names and all(left >= holder[0] and right <= holder[1]
+                                 for _, left, right in names), (holder, names)
         assert p.errors == []
     finally:
         p.close()

@@ -10,7 +10,7 @@ import re
 import time
 
 import pytest
-from browser import Page, column_fields, cut_cells, cut_titles, served
+from browser import Page, column_fields, cut_cells, cut_titles, scrolled_to_the_end, served
 
 from workbench.policies import available
 
@@ -116,7 +116,7 @@ def _switch_and_check(p: Page, engine: str, screenshots) -> None:
         assert cut_cells(p, "engine-facts", field) == [], (engine, field)
     for field in column_fields(p, "engine-table"):
         assert cut_cells(p, "engine-table", field) == [], (engine, field)
-    for holder, names in _scrolled_to_the_end(p):  # QoS's and DQoES's 20-odd columns
+    for holder, names in scrolled_to_the_end(p, "engine-table", "job"):  # QoS's 20-odd
         assert names and all(left >= holder[0] and right <= holder[1]
                              for _, left, right in names), (engine, holder, names)
     p.page.screenshot(path=str(screenshots / f"ui-engine-{engine}.png"), full_page=True)
@@ -152,26 +152,3 @@ def test_the_cluster_legend_keeps_each_swatch_beside_its_label(browser, default_
     finally:
         p.close()
 
-
-# Each engine table wider than its place, scrolled to its right end: the holder's left and
-# right edges, and each job cell's text and edges.
-_SCROLL_TO_END = """() => { const out = [];
-  const walk = (root) => root.querySelectorAll('*').forEach(e => {
-    if (e.shadowRoot) walk(e.shadowRoot);
-    if (!e.classList.contains('engine-table') || !e.shadowRoot) return;
-    const h = e.shadowRoot.querySelector('.tabulator-tableholder');
-    if (!h || h.scrollWidth <= h.clientWidth + 1) return;
-    h.scrollLeft = h.scrollWidth; const hb = h.getBoundingClientRect();
-    const names = [...e.shadowRoot.querySelectorAll('.tabulator-cell[tabulator-field=job]')]
-      .map(c => { const r = c.getBoundingClientRect();
-                  return [c.textContent, Math.round(r.left), Math.round(r.right)]; });
-    out.push([[Math.round(hb.left), Math.round(hb.right)], names]); });
-  walk(document); return out; }"""
-
-
-def _scrolled_to_the_end(p: Page) -> list:
-    """Scroll each engine table that is wider than its place to its right end, then read
-    where its job names are (they must stay in view: the job column is frozen)."""
-    p.page.evaluate(_SCROLL_TO_END)
-    time.sleep(0.3)  # Tabulator moves frozen cells on the scroll event
-    return p.page.evaluate(_SCROLL_TO_END)

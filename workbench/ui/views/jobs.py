@@ -74,7 +74,7 @@ class JobsView(View):
                         "deadline_h"),
             formatters={"progress": {"type": "progress", "max": 100, "legend": True,
                                      "legendAlign": "center", "color": "#9ecae1"}},
-            stylesheets=[JOBS_TABLE_CSS],
+            stylesheets=[JOBS_TABLE_CSS], frozen=("job",),  # in view when it scrolls sideways
         )
         self.search = pn.widgets.TextInput(placeholder="filter by job name…", width=220)
         self.state_filter = pn.widgets.MultiChoice(

@@ -101,7 +101,8 @@ class WhatIfView:
             # on a laptop's screen these give way first, so the notes stay in sight (the CSV
             # has every column; the line above the table names unfinished jobs)
             hide_first=("wall_s", "stalled", "ran_to_h", "restarts", "avg_queue_h",
-                        "median_jct_h", "p95_jct_h", "jobs", "unfinished", "makespan_h"))
+                        "median_jct_h", "p95_jct_h", "jobs", "unfinished", "makespan_h"),
+            frozen=("policy",))  # in view when it scrolls sideways
         self.table.style.apply(_flag_shortfall, axis=1)
         self.download = csv_download("Download results (CSV)", "workbench-what-if.csv",
                                      lambda: export.what_if(self.current))
