@@ -152,3 +152,25 @@ def test_the_cluster_legend_keeps_each_swatch_beside_its_label(browser, default_
     finally:
         p.close()
 
+
+
+def test_no_tab_scrolls_the_page_sideways_in_a_notebook_cell(browser, default_run):
+    """In a notebook cell on a laptop (~900 px) every tab scrolled the page sideways: the
+    what-if chart's one-line title (547 px, in its tab hidden or not) and the engine charts'
+    titles ran past the edge. At 900 and 800 px the page is no wider than the window."""
+    p = Page(browser, default_run)
+    try:
+        for _ in range(3):
+            p.click("Step")
+            time.sleep(0.4)
+        for width in (900, 800):
+            p.page.set_viewport_size({"width": width, "height": 900})
+            for tab in ("Cluster", "Jobs", "Forecasts", "Timeline", "Decisions", "What-if",
+                        "Engine"):
+                p.tab(tab)
+                time.sleep(0.5)
+                wide = p.page.evaluate("() => document.documentElement.scrollWidth")
+                assert wide <= width, (width, tab, wide)
+        assert p.errors == []
+    finally:
+        p.close()

@@ -39,9 +39,9 @@ from ._base import View
 from ._charts import legend_outside
 from ._tables import table
 
-# The longest line of a chart's title when two stand side by side (~7 px a character): they
-# fit a 1,280 px screen
-TITLE_CHARS = 40
+# The longest line of a chart's title when two stand side by side (~6 px a character, and
+# the chart's toolbar on the same line): they fit a window 800 px wide (a notebook cell)
+TITLE_CHARS = 30
 TITLES = {
     "price": "OASiS: resource prices per time slot (mean over servers)",
     "prices": "resource prices",

@@ -82,7 +82,8 @@ class WhatIfView:
         self.result: WhatIfResult | None = None  # this console's own last what-if
         self._result_of = state.controller  # the run it was computed on
         self.engines = pn.widgets.MultiChoice(label="engines", options=available(),
-                                              value=available(), width=420)
+                                              value=available(), max_width=420,
+                                              sizing_mode="stretch_width")
         self.horizon = pn.widgets.FloatInput(label="horizon (h, 0 = to the end)", value=0.0,
                                              start=0.0, step=1.0, width=180)
         self.run_button = pn.widgets.Button(label="Fork and run every engine", color="primary",
@@ -111,8 +112,10 @@ class WhatIfView:
                      name="whatif_cdf_figure",
                      x_axis_label="job completion time (h, log scale)",
                      y_axis_label="share of all jobs completed",
-                     title="JCT distribution (CDF of all jobs: a curve ending below 1 left"
-                           " jobs rejected or unfinished)",
+                     # two lines: Bokeh does not wrap a title, and a long one ran past the
+                     # page's edge in a narrow window (a notebook cell), hidden tab or not
+                     title="JCT distribution (CDF of all jobs):\na curve ending below 1 left"
+                           " jobs rejected or unfinished",
                      tools="pan,wheel_zoom,reset", toolbar_location="above")
         lines = fig.multi_line("xs", "ys", source=self.source, line_color="colour", line_width=2,
                                line_dash="dash", legend_field="label")
