@@ -315,6 +315,28 @@ def test_engine_history_draws_the_jobs_in_the_view_now(forget_test_engine):
     assert len(drawn) == MAX_SERIES and drawn[:3] == latest, (drawn, latest)
 
 
+
+def test_a_bar_standing_for_no_jobs_is_no_line_over_time():
+    """Tiresias's hours to the next queue is one bar "(no running job drops a queue)" when no
+    job will drop one: drawn now, it was also a line over time in the chart's legend, beside
+    the jobs' (and squeezed the plot at 900 px). Run Tiresias on the default workload: its
+    history has the jobs' lines, and no line for the sentence."""
+    from workbench.ui.views.engines import EngineView
+
+    store = WorkbenchState.from_workload("default", "small", "tiresias")
+    view = EngineView(store)
+    nones = 0
+    for k in range(25):  # the first view is before any job runs: "(no job running)"
+        if k:
+            store.advance(600)
+        view.sync()
+        nones += any(key.startswith("(") for key in store.engine["hours_to_next_queue"])
+    assert nones, "the run never showed the sentence: the test checks nothing"
+    drawn = view.blocks["hours_to_next_queue"].history.source.data["name"]
+    assert drawn and not any(n.startswith("(") for n in drawn), drawn
+    assert not any(k.startswith("(") for _, point in store.engine_history["hours_to_next_queue"]
+                   for k in point)
+
 # ---- serving ------------------------------------------------------------------------------
 
 

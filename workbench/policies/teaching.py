@@ -54,6 +54,12 @@ def queue_rows(jobs: Iterable[JobStatus], now: float, rows: int = ROWS,
     return out
 
 
+def stands_for_none(key: Any) -> bool:
+    """Whether a bar's key is a sentence in parentheses standing for no bars at all
+    ("(no job running)"): drawn as the one bar now, it is no series over time."""
+    return isinstance(key, str) and key.startswith("(") and key.endswith(")")
+
+
 def top(values: dict[str, float], n: int = BARS) -> dict[str, float]:
     """The `n` largest of `values`, largest first (a chart of thousands of bars reads as none)."""
     return dict(sorted(values.items(), key=lambda kv: -kv[1])[:n])

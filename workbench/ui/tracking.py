@@ -16,7 +16,7 @@ from ..backend import Backend
 from ..control import Decision, Recorder
 from ..model import ClusterState, JobState, JobStatus
 from ..policies.base import Policy
-from ..policies.teaching import engine_view_of
+from ..policies.teaching import engine_view_of, stands_for_none
 from .forecasting import JobForecaster
 
 STATE_RANK = {JobState.RUNNING: 0, JobState.RESTARTING: 1, JobState.HOLDING: 2,
@@ -99,7 +99,9 @@ def numeric_point(value: Any) -> Any:
     if isinstance(value, dict) and value and len(value) <= 64 and all(
             v is None or (isinstance(v, (int, float, np.number)) and not isinstance(v, bool))
             for v in value.values()):
-        return {str(k): float("nan") if v is None else float(v) for k, v in value.items()}
+        # a point with no series when the dict only says there is none ("(no job running)")
+        return {str(k): float("nan") if v is None else float(v) for k, v in value.items()
+                if not stands_for_none(k)}
     return None
 
 
