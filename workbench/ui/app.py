@@ -36,6 +36,7 @@ from .views import (
     TimelineView,
     WhatIfView,
 )
+from .views._panes import HTML
 
 TITLE = "Scheduling Workbench"
 STATUS_RESEND_S = 3.0  # a notebook console re-sends its status lines this often (see Console)
@@ -77,7 +78,7 @@ def _header_html(state: WorkbenchState) -> str:
 
 
 def _header(state: WorkbenchState) -> pn.pane.HTML:
-    return pn.pane.HTML(_header_html(state), sizing_mode="stretch_width", margin=(5, 10))
+    return HTML(_header_html(state), sizing_mode="stretch_width", margin=(5, 10))
 
 
 class BusyIndicator:
@@ -87,7 +88,7 @@ class BusyIndicator:
     def __init__(self) -> None:
         self.spinner = pn.indicators.LoadingSpinner(value=False, size=22, color="primary",
                                                     bgcolor="light", align="center")
-        self.text = pn.pane.HTML("", margin=(0, 6), align="center", css_classes=["busy-text"])
+        self.text = HTML("", margin=(0, 6), align="center", css_classes=["busy-text"])
         self.panel = pn.Row(self.spinner, self.text, visible=False, margin=(0, 10))
         self._shown = ""
 

@@ -19,6 +19,7 @@ from ..data import DOWN_COLOUR, FREE_COLOUR
 from ..heatmap import OVERVIEW_NODES, heat_layout
 from ..state import WorkbenchState
 from ._base import View, in_session, widget_row
+from ._panes import HTML, Markdown
 from .cluster_grid import CPU_COLOUR, MEM_COLOUR, GpuGrid
 from .cluster_heat import Heatmap, heat_legend_html
 
@@ -36,9 +37,9 @@ class ClusterView(View):
                                          margin=(0, 10))
         self.rack = pn.widgets.Select(options=[OVERVIEW], width=220, margin=(0, 10))
         self.clear = pn.widgets.Button(label="Clear selection", width=130, margin=(0, 10))
-        self.info = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
-        self.legend = pn.pane.HTML(_legend_html(), margin=(0, 10))
-        self.heat_legend = pn.pane.HTML(heat_legend_html(), margin=(0, 10))
+        self.info = Markdown("", margin=(0, 10), sizing_mode="stretch_width")
+        self.legend = HTML(_legend_html(), margin=(0, 10))
+        self.heat_legend = HTML(heat_legend_html(), margin=(0, 10))
         self.panel = pn.Column(sizing_mode="stretch_width", name="Cluster")
         self.job: str | None = None  # the selected job
         self.node: int | None = None  # the selected node

@@ -16,6 +16,7 @@ from ...policies import available
 from ..connection import default_kubeconfig, kubeconfig_contexts
 from ..state import WorkbenchState
 from ._base import View
+from ._panes import Alert, Markdown
 from .switch import SwitchPanel
 
 SPEEDS = {"1 min / s": 60.0, "10 min / s": 600.0, "30 min / s": 1800.0, "1 h / s": 3600.0,
@@ -56,11 +57,11 @@ class ControlsView(View):
         self.connect_options: dict = {}  # more for `state.connect` (e.g. clock_speed)
         self.after_action = lambda: None  # the shell redraws the views right after an action
         self._build_clock(state)
-        self.engine = pn.pane.Markdown("", margin=(0, 10))
+        self.engine = Markdown("", margin=(0, 10))
         self.switch = SwitchPanel(state, lambda: self.may_change, self._guard)
         known = self._build_backend(state)
-        self.lock_note = pn.pane.Alert("", alert_type="warning", visible=False)
-        self.message = pn.pane.Markdown("", margin=(0, 10), styles={"color": "#555"})
+        self.lock_note = Alert("", alert_type="warning", visible=False)
+        self.message = Markdown("", margin=(0, 10), styles={"color": "#555"})
 
         self.panel = pn.Column(
             self.lock_note, self.clock,
@@ -76,7 +77,7 @@ class ControlsView(View):
 
     def _build_clock(self, state: WorkbenchState) -> None:
         """The clock, run/pause, step, run to the end, and the speed."""
-        self.clock = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
+        self.clock = Markdown("", margin=(0, 10), sizing_mode="stretch_width")
         self.play = pn.widgets.Toggle(label="Run", color="success", width=90)
         self.step = pn.widgets.Button(label="Step", width=70)
         self.to_end = pn.widgets.Button(label="Run to end", width=100)
@@ -115,7 +116,7 @@ class ControlsView(View):
         self.connect = pn.widgets.Button(label="Connect", color="primary", width=90)
         self.connect.on_click(self._connect)
         self.kubeconfig.param.watch(lambda e: self._read_contexts(), "value")
-        self.k8s_note = pn.pane.Markdown("", margin=(0, 10), styles={"color": "#555"})
+        self.k8s_note = Markdown("", margin=(0, 10), styles={"color": "#555"})
         self.sim_box = pn.Column(pn.Row(self.cluster, self.trace), pn.Row(self.new_policy, self.load),
                                  sizing_mode="stretch_width")
         self.k8s_box = pn.Column(self.kubeconfig, pn.Row(self.context, self.namespace),

@@ -10,6 +10,7 @@ import panel as pn
 from .. import export
 from ..state import WorkbenchState
 from ._base import View, widget_row
+from ._panes import Markdown
 from ._tables import csv_download, table
 
 
@@ -29,7 +30,7 @@ class DecisionsView(View):
             "Download log (CSV)", "workbench-decisions.csv",
             lambda: export.decisions(state, include_waits=self.show_waits.value))
         self.panel = pn.Column(
-            widget_row(pn.pane.Markdown("Every decision, newest first; `policy` is the engine"
+            widget_row(Markdown("Every decision, newest first; `policy` is the engine"
                                         " that took it.", margin=(0, 10), align="center"),
                        self.show_waits, self.download),
             self.table, sizing_mode="stretch_width", name="Decisions")

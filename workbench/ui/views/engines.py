@@ -37,6 +37,7 @@ from bokeh.plotting import figure
 from ..state import WorkbenchState
 from ._base import View
 from ._charts import legend_outside
+from ._panes import Markdown
 from ._tables import table
 
 # The longest line of a chart's title when two stand side by side (~6 px a character, and
@@ -238,7 +239,7 @@ class _Block:
             self.lines = _Lines(title, "")
             self.panel = self.lines.panel
         else:  # table
-            self.title = pn.pane.Markdown(f"**{title}**", margin=(0, 10))
+            self.title = Markdown(f"**{title}**", margin=(0, 10))
             self.table = _table(pd.DataFrame())
             self.panel = pn.Column(self.title, self.table, sizing_mode="stretch_width")
 
@@ -387,7 +388,7 @@ def _fact_row(key: str, value: Any, origin: float) -> tuple[str, str]:
 class EngineView(View):
     def __init__(self, state: WorkbenchState) -> None:
         super().__init__(state)
-        self.header = pn.pane.Markdown("", margin=(0, 10))
+        self.header = Markdown("", margin=(0, 10))
         self.facts = table(pd.DataFrame(columns=["fact", "value"]), wrap=["fact", "value"],
                            name="engine-facts")
         self.body = pn.Column(sizing_mode="stretch_width")
@@ -428,7 +429,7 @@ class EngineView(View):
             if self.blocks or facts:
                 self.body.objects = [b.panel for b in self.blocks.values()]
             else:
-                self.body.objects = [pn.pane.Markdown(
+                self.body.objects = [Markdown(
                     f"*{name} reports nothing yet.* It shows its view from its first round.",
                     margin=(0, 10))]
         for k, block in self.blocks.items():

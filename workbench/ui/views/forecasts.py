@@ -15,6 +15,7 @@ from bokeh.plotting import figure
 from ..state import WorkbenchState
 from ._base import View
 from ._charts import legend_outside
+from ._panes import Markdown
 
 RISK = (("safe (P ≥ 90%)", "#2ca02c"), ("at risk (50–90%)", "#ff7f0e"),
         ("likely late (< 50%)", "#d62728"), ("deadline passed", "#6b1a1a"),
@@ -49,7 +50,7 @@ class ForecastView(View):
         legend_outside(fig)
         fig.ygrid.grid_line_color = None
         self.figure = fig
-        self.note = pn.pane.Markdown("", margin=(0, 10))
+        self.note = Markdown("", margin=(0, 10))
         self.panel = pn.Column(self.note, pn.pane.Bokeh(fig, sizing_mode="stretch_width"),
                                sizing_mode="stretch_width", name="Forecasts")
         self.sync()

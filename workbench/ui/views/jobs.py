@@ -16,6 +16,7 @@ import panel as pn
 from .. import export
 from ..state import WorkbenchState
 from ._base import View, widget_row
+from ._panes import Markdown
 from ._tables import KeyedSelection, csv_download, table
 
 DISPLAY_COLUMNS = {
@@ -83,7 +84,7 @@ class JobsView(View):
         self.table.add_filter(self._filter)
         self.search.param.watch(lambda e: self.table.param.trigger("value"), "value")
         self.state_filter.param.watch(lambda e: self.table.param.trigger("value"), "value")
-        self.why_title = pn.pane.Markdown("Select a job to see why it is where it is.",
+        self.why_title = Markdown("Select a job to see why it is where it is.",
                                           margin=(0, 10))
         self.why = table(pd.DataFrame(columns=["time_h", "policy", "action", "applied",
                                                "reason", "detail"]),

@@ -24,6 +24,7 @@ from ...policies.base import placement_engines
 from ...whatif import SwitchPreview
 from ..state import WorkbenchState
 from ._base import in_session
+from ._panes import Alert, Markdown
 from ._tables import table
 
 OWN_PLACEMENT = "(engine's own)"
@@ -50,10 +51,10 @@ class SwitchPanel:
                                            width=140, disabled=True)
         self.candidate.param.watch(self._consider, "value")
         self.placement.param.watch(self._consider, "value")
-        self.preview_text = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width")
-        self.age = pn.pane.Markdown("", margin=(0, 10), sizing_mode="stretch_width",
+        self.preview_text = Markdown("", margin=(0, 10), sizing_mode="stretch_width")
+        self.age = Markdown("", margin=(0, 10), sizing_mode="stretch_width",
                                     styles={"color": "#555"})
-        self.warning = pn.pane.Alert("", alert_type="danger", visible=False,
+        self.warning = Alert("", alert_type="danger", visible=False,
                                      sizing_mode="stretch_width")
         self.confirm = pn.widgets.Checkbox(label=CONFIRM_LABEL, value=False, visible=False,
                                            css_classes=["confirm-harm"])

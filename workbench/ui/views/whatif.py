@@ -23,6 +23,7 @@ from .. import export
 from ..state import WorkbenchState
 from ._base import widget_row
 from ._charts import jct_cdf, legend_outside
+from ._panes import Markdown
 from ._tables import csv_download, table
 
 RESULT_TITLES = {"jobs": "jobs", "avg_jct_h": "avg JCT (h)", "median_jct_h": "median JCT (h)",
@@ -92,7 +93,7 @@ class WhatIfView:
         self.stop_button = pn.widgets.Button(label="Stop", width=90, disabled=True)
         self.stop_button.on_click(self._stop)
         self._running: _Running | None = None
-        self.status = pn.pane.Markdown("", margin=(0, 10))
+        self.status = Markdown("", margin=(0, 10))
         self.table = table(
             export.what_if(None), name="whatif-table", titles=RESULT_TITLES,
             counts=("jobs", "completed", "rejected", "unfinished", "restarts", "stalled"),
@@ -125,11 +126,11 @@ class WhatIfView:
         # shown with the first result: before it, a blank box a third of the tab high
         self.chart = pn.pane.Bokeh(fig, sizing_mode="stretch_width", visible=False)
         self.panel = pn.Column(
-            pn.pane.Markdown("Fork the simulated cluster as it is now and run each engine from"
+            Markdown("Fork the simulated cluster as it is now and run each engine from"
                              " here, on identical copies.", margin=(0, 10)),
             widget_row(self.engines, self.horizon, self.run_button, self.stop_button),
             self.status,
-            widget_row(pn.pane.Markdown("Averages are over each engine's completed jobs: read"
+            widget_row(Markdown("Averages are over each engine's completed jobs: read"
                                         " them with its completed and rejected counts.",
                                         margin=(0, 10), align="center"), self.download),
             self.table, self.chart, sizing_mode="stretch_width",
