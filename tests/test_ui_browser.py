@@ -267,6 +267,51 @@ def test_the_jupyterlab_extension_opens_the_app_in_a_main_area_tab(browser, tmp_
             page.close()
 
 
+def test_a_notebook_cell_in_jupyterlab_runs_the_app_offline(browser, tmp_path, screenshots):
+    """A user's notebook in JupyterLab with no internet: `Workbench()` in a cell draws the
+    console, its Step moves the clock (the kernel's comm works both ways) and nothing is asked
+    of a CDN, then or after (Panel re-sent the headline's style sheets as CDN links with each
+    step: four failed requests per update, the pane unstyled)."""
+    pytest.importorskip("jupyterlab")
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "from workbench.ui import Workbench\nWorkbench()")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, tmp_path / "app.ipynb")
+    with _jupyterlab(tmp_path) as url:
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        asked = []
+
+        def offline(route):  # the machine's own servers only
+            if route.request.url.startswith(("http://127.0.0.1", "data:", "blob:")):
+                route.continue_()
+            else:
+                asked.append(route.request.url)
+                route.abort()
+
+        page.route("**/*", offline)
+        try:
+            page.goto(url.replace("/lab?", "/lab/tree/app.ipynb?") + "&reset")
+            page.locator(".jp-Notebook .jp-Cell").first.click(timeout=120_000)
+            page.keyboard.press("Shift+Enter")
+            page.locator(".bk-tab", has_text="Cluster").first.wait_for(timeout=180_000)
+            clock = page.locator("text=/day 0, /").first
+            before = clock.inner_text()
+            for _ in range(3):
+                page.get_by_role("button", name="Step", exact=True).click()
+                time.sleep(0.7)
+            for tab in ("Jobs", "Engine"):
+                page.locator(".bk-tab", has_text=tab).first.click()
+                time.sleep(1.5)
+            assert clock.inner_text() != before
+            page.screenshot(path=str(screenshots / "ui-jupyterlab-notebook.png"))
+            ours = [u for u in asked if any(k in u for k in ("holoviz", "bokeh", "jsdelivr",
+                                                             "unpkg", "tabulator"))]
+            assert ours == [], ours
+        finally:
+            page.close()
+
 def test_fragmentation_over_time_and_per_node_for_an_engine_with_fgd(browser, tmp_path, screenshots):
     """A GPU-sharing workload under fifo+fgd: the timeline draws the fragmented share of the
     free GPUs, and the Engine tab draws each node's fragmented GPUs."""
