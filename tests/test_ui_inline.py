@@ -45,3 +45,18 @@ def test_stepping_keeps_the_inlined_styles():
             assert _linked_sheets(root) == []
         finally:
             del state._views[root.ref["id"]]
+
+
+def test_the_console_makes_its_text_panes_from_views_panes():
+    """A Panel text pane made directly would bring the CDN links back on its first update."""
+    import re
+    from pathlib import Path
+
+    import workbench.ui as ui
+
+    root = Path(ui.__file__).parent
+    direct = [f"{path.relative_to(root)}:{n}" for path in sorted(root.rglob("*.py"))
+              if path.name != "_panes.py"
+              for n, line in enumerate(path.read_text().splitlines(), 1)
+              if re.search(r"pn\.pane\.(Markdown|HTML|Alert|Str)\(", line)]
+    assert direct == []
