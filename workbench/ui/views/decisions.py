@@ -30,8 +30,10 @@ class DecisionsView(View):
             "Download log (CSV)", "workbench-decisions.csv",
             lambda: export.decisions(state, include_waits=self.show_waits.value))
         self.panel = pn.Column(
-            widget_row(Markdown("Every decision, newest first; `policy` is the engine"
-                                        " that took it.", margin=(0, 10), align="center"),
+            # the policy column gives way on a small screen: the sentence holds either way
+            widget_row(Markdown("Every decision, newest first; `policy` is the engine that"
+                                " took it (on a small screen, in the CSV).", margin=(0, 10),
+                                align="center"),
                        self.show_waits, self.download),
             self.table, sizing_mode="stretch_width", name="Decisions")
         self._count: tuple = ()
