@@ -8,6 +8,9 @@ inlined as `Viewable._repr_mimebundle_` does with `config.inline`."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import panel as pn
 from bokeh.document import Document
 from bokeh.models import ImportedStyleSheet, UIElement
@@ -16,6 +19,7 @@ from panel.io.resources import set_resource_mode
 from panel.io.state import state
 from pyviz_comms import Comm
 
+from workbench import ui
 from workbench.ui.app import Console, load_extension
 from workbench.ui.state import WorkbenchState
 
@@ -49,11 +53,6 @@ def test_stepping_keeps_the_inlined_styles():
 
 def test_the_console_makes_its_text_panes_from_views_panes():
     """A Panel text pane made directly would bring the CDN links back on its first update."""
-    import re
-    from pathlib import Path
-
-    import workbench.ui as ui
-
     root = Path(ui.__file__).parent
     direct = [f"{path.relative_to(root)}:{n}" for path in sorted(root.rglob("*.py"))
               if path.name != "_panes.py"
