@@ -199,3 +199,11 @@ def scrolled_to_the_end(p: Page, css_class: str, field: str) -> list:
     p.page.evaluate(_SCROLL_TO_END, [css_class, field])
     time.sleep(0.3)  # Tabulator moves frozen cells on the scroll event
     return p.page.evaluate(_SCROLL_TO_END, [css_class, field])
+
+
+def out_of_view(scrolled: list) -> list:
+    """The tables of `scrolled_to_the_end` whose `field` cells are missing or not all inside
+    the table (as (holder, cells)): none when the column stays in view."""
+    return [(holder, cells) for holder, cells in scrolled
+            if not cells or not all(left >= holder[0] and right <= holder[1]
+                                    for _, left, right in cells)]

@@ -16,7 +16,15 @@ import pytest
 
 pytestmark = pytest.mark.ui
 
-from browser import Page, column_fields, cut_cells, cut_titles, scrolled_to_the_end, served
+from browser import (
+    Page,
+    column_fields,
+    cut_cells,
+    cut_titles,
+    out_of_view,
+    scrolled_to_the_end,
+    served,
+)
 
 SELECTED = ".jobs-table .tabulator-row.tabulator-selected"
 
@@ -146,9 +154,7 @@ def test_on_a_laptop_screen_the_jobs_table_keeps_the_reason_in_view(browser, ser
         p.page.set_viewport_size({"width": 800, "height": 1000})
         scrolled = p.wait_for(lambda: scrolled_to_the_end(p, "jobs-table", "job"),
                               what="the jobs table scrolling at 800 px")
-        for holder, names in scrolled:
-            assert names and all(left >= holder[0] and right <= holder[1]
-                                 for _, left, right in names), (holder, names)
+        assert out_of_view(scrolled) == []
         assert p.errors == []
     finally:
         p.close()
@@ -379,9 +385,7 @@ def _what_if_in_browser(p: Page, screenshots) -> None:
         p.page.set_viewport_size({"width": 800, "height": 1000})
         scrolled = p.wait_for(lambda: scrolled_to_the_end(p, "whatif-table", "policy"),
                               what="the what-if table scrolling at 800 px")
-        for holder, names in scrolled:
-            assert names and all(left >= holder[0] and right <= holder[1]
-                                 for _, left, right in names), (holder, names)
+        assert out_of_view(scrolled) == []
         assert p.errors == []
     finally:
         p.close()
