@@ -181,3 +181,40 @@ def test_no_tab_scrolls_the_page_sideways_in_a_notebook_cell(browser, default_ru
         assert p.errors == []
     finally:
         p.close()
+
+
+# Each engine chart's title and its plot's width and whole width (Bokeh sets them as it lays
+# the chart out)
+_CHART_WIDTHS = """() => [...Bokeh.documents[0].all_models]
+  .filter(m => m.title && m.title.text !== undefined && m.inner_width !== undefined)
+  .map(m => [m.title.text.replace(/\\n/g, ' '), m.inner_width, m.outer_width])"""
+
+
+def test_an_engine_history_chart_keeps_room_for_its_lines_on_a_small_screen(browser,
+                                                                           default_run):
+    """A bar chart and its history stood side by side at every width; in an 800 px notebook
+    cell the history's legend beside it left the lines 61 px, their axis labels on top of each
+    other. They stand one above the other there now, and side by side on a wide screen."""
+    p = Page(browser, default_run)
+    try:
+        for _ in range(3):
+            p.click("Step")
+            time.sleep(0.4)
+        p.tab("Engine")
+        for width in (800, 1366):
+            p.page.set_viewport_size({"width": width, "height": 900})
+            time.sleep(1.5)
+            charts = {title: (plot, whole) for title, plot, whole in
+                      p.page.evaluate(_CHART_WIDTHS)}
+            history = {t: c for t, c in charts.items() if t.endswith(" over time")}
+            now = {t: c for t, c in charts.items() if t.endswith(" (now)")}
+            assert len(history) == len(now) == 2, charts  # tiresias: two blocks
+            for title, (plot, whole) in history.items():
+                if width == 800:
+                    assert plot >= 240, (title, plot, whole)  # the tab is ~410 px
+                else:  # beside its bar chart: each takes about half the ~990 px tab
+                    assert whole < 600, (title, plot, whole)
+                    assert plot >= 300, (title, plot, whole)
+        assert p.errors == []
+    finally:
+        p.close()

@@ -41,8 +41,11 @@ from ._panes import Markdown
 from ._tables import table
 
 # The longest line of a chart's title when two stand side by side (~6 px a character, and
-# the chart's toolbar on the same line): they fit a window 800 px wide (a notebook cell)
+# the chart's toolbar on the same line)
 TITLE_CHARS = 30
+# A bar chart and its history share a row where each gets this many px or more, and stand one
+# above the other where not (below ~1,100 px, a notebook cell)
+HALF_MIN_WIDTH = 330
 TITLES = {
     "price": "OASiS: resource prices per time slot (mean over servers)",
     "prices": "resource prices",
@@ -234,7 +237,13 @@ class _Block:
             # two charts side by side: titles in lines that fit half the tab
             self.bars = _Bars(_title_lines(f"{title} (now)"), name=f"engine_{key}")
             self.history = _Lines(_title_lines(f"{title} over time"), state.time_label)
-            self.panel = pn.Row(self.bars.panel, self.history.panel, sizing_mode="stretch_width")
+            # side by side where the tab is wide enough, else wrapped: at 800 px the legend
+            # beside a half-width history left its lines 61 px. (A Row whose CSS wraps: in
+            # Panel's FlexBox these charts overflowed Bokeh's layout stack.)
+            for chart in (self.bars.panel, self.history.panel):
+                chart.styles = {"flex": f"1 1 {HALF_MIN_WIDTH}px"}
+            self.panel = pn.Row(self.bars.panel, self.history.panel, sizing_mode="stretch_width",
+                                styles={"flex-wrap": "wrap"})
         elif kind in ("series", "matrix", "timeseries"):
             self.lines = _Lines(title, "")
             self.panel = self.lines.panel
