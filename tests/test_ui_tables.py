@@ -368,10 +368,11 @@ def _what_if_in_browser(p: Page, screenshots) -> None:
         colours = p.source("whatif_cdf", "colour")
         assert len(labels) >= 12 and len(set(colours)) == len(colours)  # one colour each
         assert all(" done" in label for label in labels)  # counts beside every engine
-        # The legend sits beside the plot, not over the lines.
-        place = p.js("""() => { const f = Bokeh.documents[0].get_model_by_name('whatif_cdf_figure');
-            return [f.right.some(m => m.type == 'Legend'), f.center.some(m => m.type == 'Legend')] }""")
-        assert place == [True, False]
+        # The legend names every engine with its counts, and sits beside the plot (not over
+        # the lines) on a wide screen
+        assert p.wait_for(lambda: _cdf_layout(p)["legend"], what="the legend") == labels
+        wide = _cdf_layout(p)
+        assert wide["legend_box"][0] >= wide["plot_box"][2] - 1, wide
         p.wait_for(lambda: not busy.is_visible(), what="the busy indicator to go")
         counts = _column(p, "whatif-table", "completed") + _column(p, "whatif-table", "rejected")
         assert counts and all(c.isdigit() for c in counts)
@@ -386,9 +387,35 @@ def _what_if_in_browser(p: Page, screenshots) -> None:
         scrolled = p.wait_for(lambda: scrolled_to_the_end(p, "whatif-table", "policy"),
                               what="the what-if table scrolling at 800 px")
         assert out_of_view(scrolled) == []
+        # and the legend goes below the chart: beside it, it left the curves 134 px
+        narrow = _cdf_layout(p)
+        assert narrow["legend_box"][1] >= narrow["plot_box"][3] - 1, narrow
+        assert narrow["inner_width"] >= 300, narrow
         assert p.errors == []
     finally:
         p.close()
+
+
+_CDF_LAYOUT = """() => {
+  const f = Bokeh.documents[0].get_model_by_name('whatif_cdf_figure');
+  const box = (e) => {
+    const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  let legend = null;
+  const walk = (root) => root.querySelectorAll('*').forEach(e => {
+    if (e.shadowRoot) walk(e.shadowRoot);
+    if (e.classList.contains('whatif-legend')) legend = legend || e; });
+  walk(document);
+  const plot = legend && [...legend.parentNode.children]  // its row's chart
+    .find(e => e.classList.contains('bk-Figure'));
+  const entries = legend ? [...(legend.shadowRoot || legend).querySelectorAll('.entry')]
+    .map(d => d.textContent) : [];
+  return {inner_width: f.inner_width, plot_box: plot && box(plot),
+          legend_box: legend && box(legend), legend: entries}; }"""
+
+
+def _cdf_layout(p: Page) -> dict:
+    """The what-if CDF's plot width, and where its chart and legend are drawn."""
+    return p.js(_CDF_LAYOUT)
 
 
 def test_timeline_draws_steps_with_legends_beside(browser, server, screenshots):

@@ -22,10 +22,11 @@ from ...whatif import WhatIfResult
 from .. import export
 from ..state import WorkbenchState
 from ._base import widget_row
-from ._charts import jct_cdf, legend_outside
-from ._panes import Markdown
+from ._charts import html_legend, jct_cdf
+from ._panes import HTML, Markdown
 from ._tables import csv_download, table
 
+LEGEND_WIDTH = 240  # px: the longest entry, "kube-default: 160/160 done, 12 rejected"
 RESULT_TITLES = {"jobs": "jobs", "avg_jct_h": "avg JCT (h)", "median_jct_h": "median JCT (h)",
                  "p95_jct_h": "p95 JCT (h)", "makespan_h": "makespan (h)",
                  "avg_queue_h": "avg queue (h)", "deadline_hit_rate": "deadlines met",
@@ -119,12 +120,17 @@ class WhatIfView:
                            " jobs rejected or unfinished",
                      tools="pan,wheel_zoom,reset", toolbar_location="above")
         lines = fig.multi_line("xs", "ys", source=self.source, line_color="colour", line_width=2,
-                               line_dash="dash", legend_field="label")
+                               line_dash="dash")
         fig.add_tools(HoverTool(renderers=[lines], tooltips=[("engine", "@label")]))
-        legend_outside(fig)
         self.figure = fig
-        # shown with the first result: before it, a blank box a third of the tab high
-        self.chart = pn.pane.Bokeh(fig, sizing_mode="stretch_width", visible=False)
+        # the legend beside the chart where the tab is wide, below it where not (a Row whose
+        # CSS wraps); shown with the first result: before it, a blank box a third of the tab
+        self.legend = HTML("", css_classes=["whatif-legend"], width=LEGEND_WIDTH,
+                           margin=(40, 10, 10, 10), styles={"flex": "0 0 auto"})
+        plot = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
+        plot.styles = {"flex": "1 1 360px"}  # (given to the constructor, Bokeh's flex stays)
+        self.chart = pn.Row(plot, self.legend, sizing_mode="stretch_width",
+                            styles={"flex-wrap": "wrap"}, visible=False)
         self.panel = pn.Column(
             Markdown("Fork the simulated cluster as it is now and run each engine from"
                              " here, on identical copies.", margin=(0, 10)),
@@ -212,7 +218,8 @@ class WhatIfView:
         if result is None:
             self.source.data = dict(EMPTY_CDF)
             return
-        self.source.data = jct_cdf(result)
+        self.source.data = cdf = jct_cdf(result)
+        self.legend.object = html_legend(cdf)
         until = "the end" if result.until is None else f"{self.state.hours(result.until):.2f} h"
         ran = (f"stopped on request after {result.seconds:.1f} s"
                f"{': ' + ', '.join(result.left_out) + ' not run' if result.left_out else ''}"
