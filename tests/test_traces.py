@@ -249,6 +249,11 @@ POLLUX_HEADER = "name,time,application,num_replicas,batch_size\n"
     ("a,0,ncf,1,\n", 2, "batch_size", "a positive integer, got ''"),
     (",0,ncf,1,256\n", 2, "name", "a non-empty name, got ''"),
     ("a,0,ncf,1,256\na,1,ncf,1,256\n", 3, "name", "a unique value, got 'a' again (first on line 2)"),
+    # two bad cells: the earlier line's, though its column comes later (time before replicas)
+    ("a,0,ncf,1,256\nb,5,ncf,-1,256\nc,x,ncf,1,256\n", 3, "num_replicas",
+     "a positive integer, got '-1'"),
+    # on one line, the first column's
+    ("a,0,ncf,1,256\nb,x,ncf,-1,256\n", 3, "time", "a non-negative number, got 'x'"),
 ])
 def test_pollux_bad_cells(tmp_path, body, line, column, expected):
     path = write(tmp_path / "workload.csv", POLLUX_HEADER + body)

@@ -1,7 +1,7 @@
 """Reading trace CSVs with vectorised validation: the first bad cell becomes one `InputError`.
 
 Every table is read as text first, so a message can quote the cell exactly as written, then
-each column is converted with numpy masks; the first row failing a mask is reported as
+each column is converted with numpy masks; the earliest row failing a mask is reported as
 `file:line: column 'c': expected ..., got '...'`. Line numbers are physical lines of the file
 (the header is line 1 unless the file opens with `#` comment lines). Blank lines are ignored.
 """
@@ -239,7 +239,8 @@ def _read_fast(path: str, skip: int, header_names: list[str], kinds: dict[str, s
 
 
 def _read_text(path: str, skip: int, kinds: dict[str, str], optional: Iterable[str]) -> Table:
-    """Read every cell as text and convert column by column, raising for the first bad cell."""
+    """Read every cell as text and convert column by column, raising for the bad cell on the
+    earliest line (of two on one line, the first column's in `kinds`)."""
     expected_header = ",".join(kinds)
     try:
         # header=None: the header line fixes the field count, so a longer row is an error
@@ -278,9 +279,17 @@ def _read_text(path: str, skip: int, kinds: dict[str, str], optional: Iterable[s
                          file=path, line=header_line + 1)
 
     table = Table(path, {}, lines, raw)
+    # the bad cell on the earliest line, whichever its column: one per column was reported in
+    # the columns' order, so a file with several sent its reader down and then back up
+    errors = []
     for name, kind in kinds.items():
         if name in raw.columns:
-            table.columns[name] = convert(table, name, kind)
+            try:
+                table.columns[name] = convert(table, name, kind)
+            except InputError as e:
+                errors.append(e)
+    if errors:
+        raise min(errors, key=lambda e: e.line)
     return table
 
 
