@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 
 import numpy as np
+import panel as pn
 from bokeh.plotting import figure
 
 from ...policies import available
@@ -38,6 +39,16 @@ def legend_outside(fig: figure, place: str = "right") -> None:
         legend.label_text_font_size = "9pt"
         legend.spacing = 1
         fig.add_layout(legend, place)
+
+
+def wrapping_row(*items: tuple[pn.viewable.Viewable, str]) -> pn.Row:
+    """The `(item, CSS flex)` pairs side by side where the tab is wide enough for their flex
+    bases, on more lines where not (a notebook cell). A Row whose CSS wraps: Panel's FlexBox
+    with Bokeh charts in it overflowed Bokeh's layout stack and hung the page."""
+    for item, flex in items:
+        item.styles = {"flex": flex}  # (given to a Bokeh pane's constructor, Bokeh's own stays)
+    return pn.Row(*(item for item, _ in items), sizing_mode="stretch_width",
+                  styles={"flex-wrap": "wrap"})
 
 
 def html_legend(cdf: dict[str, list]) -> str:

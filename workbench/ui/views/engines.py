@@ -36,7 +36,7 @@ from bokeh.plotting import figure
 
 from ..state import WorkbenchState
 from ._base import View
-from ._charts import legend_outside
+from ._charts import legend_outside, wrapping_row
 from ._panes import Markdown
 from ._tables import table
 
@@ -237,13 +237,10 @@ class _Block:
             # two charts side by side: titles in lines that fit half the tab
             self.bars = _Bars(_title_lines(f"{title} (now)"), name=f"engine_{key}")
             self.history = _Lines(_title_lines(f"{title} over time"), state.time_label)
-            # side by side where the tab is wide enough, else wrapped: at 800 px the legend
-            # beside a half-width history left its lines 61 px. (A Row whose CSS wraps: in
-            # Panel's FlexBox these charts overflowed Bokeh's layout stack.)
-            for chart in (self.bars.panel, self.history.panel):
-                chart.styles = {"flex": f"1 1 {HALF_MIN_WIDTH}px"}
-            self.panel = pn.Row(self.bars.panel, self.history.panel, sizing_mode="stretch_width",
-                                styles={"flex-wrap": "wrap"})
+            # side by side where the tab is wide enough, else one above the other: at 800 px
+            # the legend beside a half-width history left its lines 61 px
+            half = f"1 1 {HALF_MIN_WIDTH}px"
+            self.panel = wrapping_row((self.bars.panel, half), (self.history.panel, half))
         elif kind in ("series", "matrix", "timeseries"):
             self.lines = _Lines(title, "")
             self.panel = self.lines.panel

@@ -22,7 +22,7 @@ from ...whatif import WhatIfResult
 from .. import export
 from ..state import WorkbenchState
 from ._base import widget_row
-from ._charts import html_legend, jct_cdf
+from ._charts import html_legend, jct_cdf, wrapping_row
 from ._panes import HTML, Markdown
 from ._tables import csv_download, table
 
@@ -126,11 +126,10 @@ class WhatIfView:
         # the legend beside the chart where the tab is wide, below it where not (a Row whose
         # CSS wraps); shown with the first result: before it, a blank box a third of the tab
         self.legend = HTML("", css_classes=["whatif-legend"], width=LEGEND_WIDTH,
-                           margin=(40, 10, 10, 10), styles={"flex": "0 0 auto"})
-        plot = pn.pane.Bokeh(fig, sizing_mode="stretch_width")
-        plot.styles = {"flex": "1 1 360px"}  # (given to the constructor, Bokeh's flex stays)
-        self.chart = pn.Row(plot, self.legend, sizing_mode="stretch_width",
-                            styles={"flex-wrap": "wrap"}, visible=False)
+                           margin=(40, 10, 10, 10))
+        self.chart = wrapping_row((pn.pane.Bokeh(fig, sizing_mode="stretch_width"), "1 1 360px"),
+                                  (self.legend, "0 0 auto"))
+        self.chart.visible = False
         self.panel = pn.Column(
             Markdown("Fork the simulated cluster as it is now and run each engine from"
                              " here, on identical copies.", margin=(0, 10)),
