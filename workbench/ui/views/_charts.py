@@ -57,7 +57,8 @@ def html_legend(cdf: dict[str, list]) -> str:
     in an 800 px notebook cell it left the curves 134 px)."""
     swatch = ("display: inline-block; width: 22px; margin-right: 6px; vertical-align: middle;"
               " border-top: 2px {dash} {colour}")
-    entries = (f'<div class="entry" style="white-space: nowrap"><span style="'
+    # an entry longer than the pane (counts of a whole trace) wraps under its own swatch's line
+    entries = (f'<div class="entry" style="padding-left: 28px; text-indent: -28px"><span style="'
                f'{swatch.format(dash=dash, colour=colour)}"></span>{html.escape(label)}</div>'
                for label, colour, dash in zip(cdf["label"], cdf["colour"], cdf["dash"]))
     return f'<div style="font-size: 12px; line-height: 18px">{"".join(entries)}</div>'

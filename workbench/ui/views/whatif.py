@@ -26,7 +26,7 @@ from ._charts import html_legend, jct_cdf, wrapping_row
 from ._panes import HTML, Markdown
 from ._tables import csv_download, table
 
-LEGEND_WIDTH = 240  # px: the longest entry, "kube-default: 160/160 done, 12 rejected"
+LEGEND_WIDTH = 240  # px: "kube-default: 160/160 done, 12 rejected" on one line; longer wraps
 RESULT_TITLES = {"jobs": "jobs", "avg_jct_h": "avg JCT (h)", "median_jct_h": "median JCT (h)",
                  "p95_jct_h": "p95 JCT (h)", "makespan_h": "makespan (h)",
                  "avg_queue_h": "avg queue (h)", "deadline_hit_rate": "deadlines met",
