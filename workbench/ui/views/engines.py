@@ -43,6 +43,8 @@ from ._tables import table
 # The longest line of a chart's title when two stand side by side (~6 px a character, and
 # the chart's toolbar on the same line)
 TITLE_CHARS = 30
+# ... and of a chart as wide as the tab: in a notebook cell a longer one hid the toolbar
+FULL_TITLE_CHARS = 40
 # A bar chart and its history share a row where each gets this many px or more, and stand one
 # above the other where not (below ~1,100 px, a notebook cell)
 HALF_MIN_WIDTH = 330
@@ -242,7 +244,7 @@ class _Block:
             half = f"1 1 {HALF_MIN_WIDTH}px"
             self.panel = wrapping_row((self.bars.panel, half), (self.history.panel, half))
         elif kind in ("series", "matrix", "timeseries"):
-            self.lines = _Lines(title, "")
+            self.lines = _Lines(_title_lines(title, FULL_TITLE_CHARS), "")
             self.panel = self.lines.panel
         else:  # table
             self.title = Markdown(f"**{title}**", margin=(0, 10))
