@@ -1,6 +1,7 @@
 """What the charts share: a colour per engine that no other engine has (and the same in every
-chart and every run), legends beside the plot rather than over the data, and the what-if's
-completion-time CDF over all jobs, labelled with how many each engine completed and rejected.
+chart and every run), legends beside the plot rather than over the data, rows of charts that
+go onto more lines in a narrow tab, and the what-if's completion-time CDF over all jobs with
+its legend, labelled with how many each engine completed and rejected.
 """
 
 from __future__ import annotations
