@@ -150,10 +150,15 @@ def test_on_a_laptop_screen_the_jobs_table_keeps_the_reason_in_view(browser, ser
         for w in (1366, 1280, 1024):  # a prefix of the order
             assert sorted(hidden[w], key=order.index) == order[:len(hidden[w])], hidden
         assert len(hidden[1024]) >= len(hidden[1280]) >= len(hidden[1366])
-        # narrower (a split screen), the table scrolls sideways with the job names in view
-        p.page.set_viewport_size({"width": 800, "height": 1000})
+        # In a split screen (800 px) the tabs stood beside the controls, 410 px wide: the
+        # table showed four columns and rows made tall by a reason scrolled out of view. The
+        # tabs go under the controls there, and the table shows what it shows at 1,024 px.
+        shown = _fit_at(p, "jobs-table", 800)
+        assert set(seen[1024]) <= set(shown), (seen[1024], shown)
+        # narrower still (a phone), it scrolls sideways within itself, job names in view
+        p.page.set_viewport_size({"width": 480, "height": 1000})
         scrolled = p.wait_for(lambda: scrolled_to_the_end(p, "jobs-table", "job"),
-                              what="the jobs table scrolling at 800 px")
+                              what="the jobs table scrolling at 480 px")
         assert out_of_view(scrolled) == []
         assert p.errors == []
     finally:
@@ -239,12 +244,18 @@ def test_on_a_laptop_screen_no_tab_scrolls_sideways(browser, server):
     until each running job drops a queue (soonest first) over time' (Bokeh does not wrap
     one) ran past the right edge with its toolbar; a hidden tab is still laid out. At 1,024 px
     (or in a notebook's cell) the rows of search boxes and download buttons did too (by 246
-    px): they go on to the next line now (a wide table still scrolls within itself)."""
+    px): they go on to the next line now (a wide table still scrolls within itself). Under
+    ~1,000 px the tabs go under the controls, and at 480 px (a phone) the page was 620 px
+    wide: Panel gave the row of controls and tabs the sum of their least widths."""
     p = Page(browser, server)
     try:
         p.click("Step")
-        for width in (1366, 1280, 1024):
+        for width in (1366, 1280, 1024, 800, 480):
             p.page.set_viewport_size({"width": width, "height": 900})
+            time.sleep(0.5)
+            tabs_left = p.page.locator(".bk-tab").first.evaluate(
+                "e => e.getBoundingClientRect().left")
+            assert (tabs_left > 300) == (width >= 1024), (width, tabs_left)  # beside / under
             for tab in ("Engine", "Cluster", "Jobs"):
                 p.tab(tab)
                 time.sleep(1.0)  # the charts' layout
@@ -382,14 +393,21 @@ def _what_if_in_browser(p: Page, screenshots) -> None:
         shown = _fit_at(p, "whatif-table", 1024)
         assert {"policy", "completed", "rejected", "avg_jct_h", "note"} <= set(shown), shown
         assert cut_titles(p, "whatif-table") == []
-        # narrower, it scrolls sideways with each engine's name in view
-        p.page.set_viewport_size({"width": 800, "height": 1000})
+        # in a split screen (800 px) the tabs go under the controls: every column fits, and
+        # the legend stays beside a chart with room for its curves
+        shown = _fit_at(p, "whatif-table", 800)
+        assert set(_visible_fields(p, "whatif-table")) >= {"policy", "note"}, shown
+        split = _cdf_layout(p)
+        assert split["legend_box"][0] >= split["plot_box"][2] - 1, split
+        assert split["inner_width"] >= 300, split
+        # narrower (a phone), the table scrolls sideways with each engine's name in view
+        p.page.set_viewport_size({"width": 480, "height": 1000})
         scrolled = p.wait_for(lambda: scrolled_to_the_end(p, "whatif-table", "policy"),
-                              what="the what-if table scrolling at 800 px")
+                              what="the what-if table scrolling at 480 px")
         assert out_of_view(scrolled) == []
         # and the legend goes below the chart: beside it, it left the curves 134 px
-        narrow = _cdf_layout(p)
-        assert narrow["legend_box"][1] >= narrow["plot_box"][3] - 1, narrow
+        narrow = p.wait_for(lambda: (c := _cdf_layout(p))["legend_box"][1] >=
+                            c["plot_box"][3] - 1 and c, what="the legend below the chart")
         assert narrow["inner_width"] >= 300, narrow
         assert p.errors == []
     finally:

@@ -36,10 +36,15 @@ from .views import (
     TimelineView,
     WhatIfView,
 )
+from .views._charts import SHRINKS, wrapping_row
 from .views._panes import HTML
 
 TITLE = "Scheduling Workbench"
 STATUS_RESEND_S = 3.0  # a notebook console re-sends its status lines this often (see Console)
+CONTROLS_WIDTH = 380
+# the least width of the tabs beside the controls: below it they go under them (at 1,024 px they
+# stay beside, at 800 px they go under)
+TABS_MIN_WIDTH = 600
 TAB_TITLES = ("Cluster", "Jobs", "Forecasts", "Timeline", "Decisions", "What-if", "Engine")
 _extension_loaded = False
 
@@ -126,9 +131,11 @@ class Console:
         self._kind = s.kind
         self.layout = pn.Column(
             pn.Row(self.header, self.busy.panel, self.link.widget, sizing_mode="stretch_width"),
-            pn.Row(pn.Column(self.controls.panel, width=380), self.tabs,
-                   sizing_mode="stretch_width"),
-            sizing_mode="stretch_width", min_height=600)
+            # the tabs go below the controls where both would not fit (a narrow notebook
+            # cell or window), rather than keeping a tab 400 px wide beside them
+            wrapping_row((pn.Column(self.controls.panel, width=CONTROLS_WIDTH),
+                          f"0 0 {CONTROLS_WIDTH}px"), (self.tabs, f"1 1 {TABS_MIN_WIDTH}px")),
+            sizing_mode="stretch_width", min_height=600, stylesheets=[SHRINKS])
         # Views in tab order; only the controls and the visible tab redraw on each update,
         # a tab catches up when it is shown.
         self.tab_views = (self.cluster, self.jobs, self.forecasts, self.timeline,

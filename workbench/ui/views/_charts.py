@@ -42,14 +42,22 @@ def legend_outside(fig: figure, place: str = "right") -> None:
         fig.add_layout(legend, place)
 
 
+# Panel gives a stretching Row the sum of its items' least widths as its own, on the element's
+# style (an explicit min_width is overridden); items that wrap need only the widest of them
+SHRINKS = ":host { min-width: 0 !important; }"
+
+
 def wrapping_row(*items: tuple[pn.viewable.Viewable, str]) -> pn.Row:
     """The `(item, CSS flex)` pairs side by side where the tab is wide enough for their flex
     bases, on more lines where not (a notebook cell). A Row whose CSS wraps: Panel's FlexBox
     with Bokeh charts in it overflowed Bokeh's layout stack and hung the page."""
     for item, flex in items:
-        item.styles = {"flex": flex}  # (given to a Bokeh pane's constructor, Bokeh's own stays)
+        # (given to a Bokeh pane's constructor, Bokeh's own stays); min-width 0: alone on a line
+        # narrower than its basis (a phone), an item shrinks to it rather than push the page
+        # sideways, and a table in it scrolls within itself
+        item.styles = {"flex": flex, "min-width": "0"}
     return pn.Row(*(item for item, _ in items), sizing_mode="stretch_width",
-                  styles={"flex-wrap": "wrap"})
+                  styles={"flex-wrap": "wrap"}, stylesheets=[SHRINKS])
 
 
 def html_legend(cdf: dict[str, list]) -> str:

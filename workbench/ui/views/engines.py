@@ -46,8 +46,9 @@ TITLE_CHARS = 30
 # ... and of a chart as wide as the tab: in a notebook cell a longer one hid the toolbar
 FULL_TITLE_CHARS = 40
 # A bar chart and its history share a row where each gets this many px or more, and stand one
-# above the other where not (below ~1,100 px, a notebook cell)
-HALF_MIN_WIDTH = 330
+# above the other where not (a tab under 840 px: a window under ~1,250 px with the tabs beside
+# the controls, or one under ~840 px with them below); the history's legend takes ~110 of it
+HALF_MIN_WIDTH = 420
 TITLES = {
     "price": "OASiS: resource prices per time slot (mean over servers)",
     "prices": "resource prices",
