@@ -238,6 +238,32 @@ def test_a_last_decision_keeps_its_time_and_unit_on_one_line(browser, server):
         p.close()
 
 
+def test_in_a_notebook_cell_the_tabs_start_under_the_controls_side_by_side(browser, server):
+    """In a notebook cell beside JupyterLab's file browser (~930 px) the tabs stood beside the
+    controls, ~540 px wide, and at 800 px 410. Under ~1,000 px they go under the controls now,
+    and the controls put their two groups (the run's, the engine's) side by side there, so the
+    tabs start about as high as the controls' first group ends; beside the tabs (1,366 px) the
+    groups stand one above the other in the 380 px column."""
+    p = Page(browser, server)
+    try:
+        for width, beside in ((1366, True), (930, False), (800, False)):
+            p.page.set_viewport_size({"width": width, "height": 900})
+            time.sleep(1.0)
+            tab = p.page.locator(".bk-tab").first.bounding_box()
+            engine = p.page.get_by_text("Engine now:").first.bounding_box()
+            step = p.page.get_by_role("button", name="Step", exact=True).bounding_box()
+            if beside:
+                assert tab["x"] > 300 and engine["y"] > step["y"] + step["height"], \
+                    (width, tab, engine, step)
+            else:  # the engine's group beside the run's, the tabs under both
+                assert tab["x"] < 50 and engine["x"] > 300, (width, tab, engine)
+                assert engine["y"] < step["y"] + step["height"], (width, engine, step)
+                assert tab["y"] < 350, (width, tab)
+        assert p.errors == []
+    finally:
+        p.close()
+
+
 def test_on_a_laptop_screen_no_tab_scrolls_sideways(browser, server):
     """At 1,366 and 1,280 px the whole page scrolled sideways (by 19 and 62 px), on every tab:
     the Engine tab's charts stand two side by side, and a title as long as Tiresias's 'hours

@@ -133,8 +133,10 @@ class Console:
             pn.Row(self.header, self.busy.panel, self.link.widget, sizing_mode="stretch_width"),
             # the tabs go below the controls where both would not fit (a narrow notebook
             # cell or window), rather than keeping a tab 400 px wide beside them
-            wrapping_row((pn.Column(self.controls.panel, width=CONTROLS_WIDTH),
-                          f"0 0 {CONTROLS_WIDTH}px"), (self.tabs, f"1 1 {TABS_MIN_WIDTH}px")),
+            # (flex-grow 1 : 1000: beside the tabs the controls keep their width; alone on
+            # a line they take it all, and put their two groups side by side)
+            wrapping_row((self.controls.panel, f"1 1 {CONTROLS_WIDTH}px"),
+                         (self.tabs, f"1000 1 {TABS_MIN_WIDTH}px")),
             sizing_mode="stretch_width", min_height=600, stylesheets=[SHRINKS])
         # Views in tab order; only the controls and the visible tab redraw on each update,
         # a tab catches up when it is shown.

@@ -16,6 +16,7 @@ from ...policies import available
 from ..connection import default_kubeconfig, kubeconfig_contexts
 from ..state import WorkbenchState
 from ._base import View
+from ._charts import SHRINKS, wrapping_row
 from ._panes import Alert, Markdown
 from .switch import SwitchPanel
 
@@ -42,6 +43,8 @@ def one_line(e: BaseException) -> str:
 
 
 BACKENDS = ("simulated", "Kubernetes")
+# the least width of each group of controls (the run's, the engine's) beside the other
+GROUP_WIDTH = 360
 
 
 class ControlsView(View):
@@ -63,12 +66,18 @@ class ControlsView(View):
         self.lock_note = Alert("", alert_type="warning", visible=False)
         self.message = Markdown("", margin=(0, 10), styles={"color": "#555"})
 
-        self.panel = pn.Column(
-            self.lock_note, self.clock,
-            pn.Row(self.play, self.step, self.to_end), self.speed,
-            pn.layout.Divider(), self.engine, self.switch.panel,
-            pn.layout.Divider(), self.backend_card,
-            self.message, sizing_mode="stretch_width", name="Controls")
+        # the run's controls and the engine's side by side where the console puts the tabs
+        # under them (a notebook cell: half the height above the tabs), one above the other
+        # in the column beside the tabs
+        run = pn.Column(self.lock_note, self.clock, pn.Row(self.play, self.step, self.to_end),
+                        self.speed, sizing_mode="stretch_width")
+        engine = pn.Column(pn.layout.Divider(), self.engine, self.switch.panel,
+                           pn.layout.Divider(), self.backend_card, self.message,
+                           sizing_mode="stretch_width", margin=(0, 10, 0, 0))
+        self.panel = pn.Column(wrapping_row((run, f"1 1 {GROUP_WIDTH}px"),
+                                            (engine, f"1 1 {GROUP_WIDTH}px")),
+                               sizing_mode="stretch_width", name="Controls",
+                               stylesheets=[SHRINKS])  # (Panel: the sum of the groups' widths)
         self._kind = None
         self._read_contexts(known.get("context") or None, quiet=True)
         self._show_backend_box()
