@@ -508,3 +508,40 @@ def test_fragmentation_over_time_and_per_node_in_the_engine_view(tmp_path):
     assert sum(bars["value"]) == pytest.approx(view["fragmented_gpus"])
     assert len(store.engine_history["fragmentation"]) >= 3  # per-node lines over time
     assert "fragmented gpus" in set(engine.facts.value.fact)
+
+
+def test_the_speed_list_shows_the_speed_the_run_has():
+    """`workbench serve --speed 36000` ran at 10 h/s while the speed list said "6 h / s" (the
+    nearest it offered); and a speed set by another console sharing the store was not shown.
+    The list names a speed it does not offer, and follows the store's."""
+    from workbench.ui.views.controls import SPEEDS, ControlsView
+
+    state = WorkbenchState.from_workload("default", "small", "fifo", limit=5, speed=36000.0)
+    controls = ControlsView(state)
+    assert controls.speed.value == 36000.0
+    assert {label for label, v in controls.speed.options.items() if v == 36000.0} == {"10 h / s"}
+    assert list(controls.speed.options.values()) == sorted(controls.speed.options.values())
+    controls.speed.value = SPEEDS["1 h / s"]  # the user picks one
+    assert state.speed == 3600.0
+    state.speed = 90.0  # another console sharing the store
+    controls.sync()
+    assert controls.speed.value == 90.0 and "1.5 min / s" in controls.speed.options
+    locked = ControlsView(state, locked=True)
+    locked.speed.value = SPEEDS["1 day / s"]  # refused: the list goes back to the store's
+    locked.sync()
+    assert state.speed == 90.0 and locked.speed.value == 90.0
+
+
+def test_the_timelines_count_charts_start_at_zero_in_whole_jobs(store):
+    """On the Philly trace no job completes for days: the completions chart's axis ran from
+    -1 to 1, and the jobs chart ticked at 2.5 jobs. Counts start at 0 and tick whole."""
+    import panel as pn
+
+    from workbench.ui.views.timeline import TimelineView
+
+    view = TimelineView(store)
+    figures = {p.object.title.text: p.object for p in view.panel.select(pn.pane.Bokeh)}
+    for title in ("jobs", "completions and deadlines"):
+        fig = figures[title]
+        assert fig.y_range.start == 0 and fig.y_range.min_interval == 1, title
+        assert fig.yaxis[0].ticker.min_interval == 1, title

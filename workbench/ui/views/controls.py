@@ -24,6 +24,22 @@ SPEEDS = {"1 min / s": 60.0, "10 min / s": 600.0, "30 min / s": 1800.0, "1 h / s
           "6 h / s": 21600.0, "1 day / s": 86400.0}
 
 
+def speed_label(speed: float) -> str:
+    """A speed (simulated seconds per wall-clock second) as the speed list names it."""
+    for unit, size in (("day", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if speed >= size:
+            return f"{speed / size:.3g} {unit} / s"
+    return f"{speed:.3g} s / s"
+
+
+def speed_options(speed: float) -> dict[str, float]:
+    """The speed list: the usual speeds, and `speed` among them in its place if it is not one
+    (`workbench serve --speed 36000` ran at 10 h/s while the list said "6 h / s")."""
+    if speed in SPEEDS.values():
+        return dict(SPEEDS)
+    return dict(sorted({**SPEEDS, speed_label(speed): speed}.items(), key=lambda kv: kv[1]))
+
+
 def clock_text(seconds: float) -> str:
     days, rest = divmod(int(seconds), 86400)
     h, rest = divmod(rest, 3600)
@@ -90,9 +106,9 @@ class ControlsView(View):
         self.play = pn.widgets.Toggle(label="Run", color="success", width=90)
         self.step = pn.widgets.Button(label="Step", width=70)
         self.to_end = pn.widgets.Button(label="Run to end", width=100)
-        speed_name = min(SPEEDS, key=lambda k: abs(SPEEDS[k] - state.speed))
         self.speed = pn.widgets.Select(label="speed (simulated time per second)",
-                                       options=list(SPEEDS), value=speed_name, width=290)
+                                       options=speed_options(state.speed), value=state.speed,
+                                       width=290)
         self.play.param.watch(self._play, "value")
         self.step.on_click(lambda e: self._guard(state.step))
         self.to_end.on_click(lambda e: self._guard(state.run_to_end))
@@ -163,8 +179,17 @@ class ControlsView(View):
         self.after_action()
 
     def _speed(self, event) -> None:
-        if self.may_change:
-            self.state.speed = SPEEDS[event.new]
+        if self.may_change and event.new != self.state.speed:
+            self.state.speed = event.new
+
+    def _show_speed(self) -> None:
+        """The list shows the store's speed: one set by another console sharing the store, or
+        by the caller (`Workbench(speed=...)`), and a speed the list does not offer, named."""
+        speed = self.state.speed
+        if self.speed.value != speed:
+            if speed not in self.speed.options.values():
+                self.speed.options = speed_options(speed)
+            self.speed.value = speed
 
     def _play(self, event) -> None:
         self.play.label = "Pause" if event.new else "Run"
@@ -282,6 +307,7 @@ class ControlsView(View):
         self.switch.sync()
         if self.play.value != self.state.running:
             self.play.value = self.state.running
+        self._show_speed()
         msg = self.state.message or self.state.scheduler_error
         if msg and msg != self._last_message:
             self._last_message = msg

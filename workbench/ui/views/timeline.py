@@ -9,7 +9,7 @@ a gradual change that never happened. Legends sit beside the plots, not over the
 from __future__ import annotations
 
 import panel as pn
-from bokeh.models import ColumnDataSource, HoverTool
+from bokeh.models import ColumnDataSource, DataRange1d, HoverTool
 from bokeh.plotting import figure
 
 from ..data import TIMELINE_COLUMNS
@@ -37,12 +37,17 @@ class TimelineView(View):
         # Share of the free GPUs the workload's tasks cannot use (FGD's fragmentation rate).
         util.step("time_h", "gpu_frag", color="#ff7f0e", line_dash="dashed",
                   legend_label="free GPUs fragmented", name="gpu_frag_line", **step)
-        queue = figure(title="jobs", x_range=util.x_range, **common)
+        # counts: the axis starts at 0 (with none yet, Bokeh's own range ran from -1 to 1)
+        queue = figure(title="jobs", x_range=util.x_range,
+                       y_range=DataRange1d(start=0, min_interval=1), **common)
         queue.step("time_h", "queued", color="#d62728", legend_label="queued", line_width=2,
                    **step)
         queue.step("time_h", "running", color="#2ca02c", legend_label="running", **step)
         done = figure(title="completions and deadlines", x_range=util.x_range,
+                      y_range=DataRange1d(start=0, min_interval=1),
                       x_axis_label=state.time_label, **common)
+        for counts in (queue, done):
+            counts.yaxis.ticker.min_interval = 1  # whole jobs: no tick at 2.5
         done.step("time_h", "completed", color="#17becf", legend_label="completed",
                   line_width=2, **step)
         done.step("time_h", "deadline_hits", color="#2ca02c", legend_label="deadlines met",
