@@ -165,6 +165,33 @@ def test_on_a_laptop_screen_the_jobs_table_keeps_the_reason_in_view(browser, ser
         p.close()
 
 
+def test_a_long_job_name_is_shown_whole(browser, tmp_path):
+    """On a real cluster a job is "namespace/name": at 1,366 px "default/deepspeech2-22"
+    showed as "default/deepspeech2-2", clipped with no sign, in the column that is each row's
+    key. A name wider than its column wraps now (after the "/", or anywhere if it must)."""
+    from workbench.traces.registry import shipped_workload_path
+
+    lines = [line for line in Path(shipped_workload_path()).read_text().splitlines()
+             if not line.startswith("#")]
+    trace = tmp_path / "long-names.csv"
+    trace.write_text("\n".join([lines[0]] + [f"team-speech-recognition/{line}"
+                                              for line in lines[1:13]]) + "\n")
+    with served("--trace", str(trace), "--policy", "fifo") as url:
+        p = Page(browser, url)
+        try:
+            p.tab("Jobs")
+            p.wait_for(lambda: p.click("Step") or len(_column(p, "jobs-table", "job")) >= 3,
+                       what="jobs listed")
+            assert all(name.startswith("team-speech-recognition/")
+                       for name in _column(p, "jobs-table", "job"))
+            for width in (1366, 1024, 800):
+                _fit_at(p, "jobs-table", width)
+                assert cut_cells(p, "jobs-table", "job") == [], width
+            assert p.errors == []
+        finally:
+            p.close()
+
+
 def test_a_forecast_band_of_two_digit_hours_is_shown_whole_or_not_at_all(browser):
     """On a queue a day long the bands read "20.84–28.29": at 1,366 px their column was 69 px
     wide and cut them to "20.84–28.2" with no sign. It is now wide enough, or given way."""

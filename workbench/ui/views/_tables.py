@@ -58,7 +58,9 @@ HEADER_CSS = """
 .tabulator-col .tabulator-col-title-holder { position: static !important; }
 .tabulator-col .tabulator-col-content .tabulator-col-sorter { top: auto !important;
   bottom: 3px !important; }
+.tabulator-cell { overflow-wrap: anywhere; }
 """
+# (the last rule: a wrapped cell's word longer than its column breaks rather than being cut)
 
 
 def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[str] = (),
@@ -75,6 +77,8 @@ def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[st
     scrolls sideways (a row's key). `params` go to Tabulator (titles, widths, pagination, ...)."""
     fmt: dict[str, Any] = {c: COUNT for c in counts} | {c: HOURS for c in hours}
     fmt |= {c: SHARE for c in shares} | {c: WRAP for c in wrap} | dict(formatters or {})
+    if "job" in value.columns:  # a row's key is read whole: "namespace/deepspeech2-22" was cut
+        fmt.setdefault("job", WRAP)
     specs = {field: dict(spec) for field, spec in COLUMNS.items()}
     titles = params.get("titles") or {}
     for field in value.columns:
