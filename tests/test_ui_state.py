@@ -545,3 +545,34 @@ def test_the_timelines_count_charts_start_at_zero_in_whole_jobs(store):
         fig = figures[title]
         assert fig.y_range.start == 0 and fig.y_range.min_interval == 1, title
         assert fig.yaxis[0].ticker.min_interval == 1, title
+
+
+@pytest.mark.parametrize("trace, which", [("default", "most at risk"),
+                                          ("default:deadlines=none", "earliest arrivals")])
+def test_the_forecasts_note_says_which_jobs_it_shows(trace, which):
+    """On the Philly trace (no deadlines) the note said "the 40 most at risk of 1432 active
+    jobs": with no deadline among them the rows are the earliest arrivals, and it says so."""
+    from workbench.ui.views.forecasts import ForecastView
+
+    store = WorkbenchState.from_workload(trace, "small", "fifo")
+    store.advance(4 * 3600)
+    view = ForecastView(store, max_jobs=3)
+    view.update()
+    assert view.total > 3
+    assert f"the 3 {which} of {view.total} active jobs" in view.note.object
+
+
+def test_an_engines_queue_table_says_it_is_the_head_of_a_longer_queue():
+    """The Engine tab listed 20 jobs of a 1,340-job queue (two pages) under "the queue, in
+    the order this engine would start it", as if that were all of it."""
+    from workbench.policies.teaching import ROWS
+    from workbench.ui.views.engines import EngineView
+
+    store = WorkbenchState.from_workload("synthetic:n=120,rate=0.05", "small", "tiresias")
+    view = EngineView(store)
+    store.advance(1800)
+    view.sync()
+    waiting = int(view.facts.value.set_index("fact").loc["waiting jobs", "value"])
+    assert waiting > ROWS
+    assert view.blocks["queue"].title.object.endswith(f": the first {ROWS} of {waiting:,}")
+    assert len(view.blocks["queue"].table.value) == ROWS

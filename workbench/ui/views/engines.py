@@ -248,6 +248,7 @@ class _Block:
             self.lines = _Lines(_title_lines(title, FULL_TITLE_CHARS), "")
             self.panel = self.lines.panel
         else:  # table
+            self.heading = title
             self.title = Markdown(f"**{title}**", margin=(0, 10))
             self.table = _table(pd.DataFrame())
             self.panel = pn.Column(self.title, self.table, sizing_mode="stretch_width")
@@ -291,6 +292,12 @@ class _Block:
                     series[k] = np.array([_num(r.get(k)) for r in value])
             self.lines.set(t, series)
         else:
+            # an engine lists the head of its queue (`teaching.ROWS`): 20 of 1,340 read as all
+            total = view.get("waiting_jobs") if self.key == "queue" else None
+            part = f": the first {len(value)} of {total:,}" if isinstance(total, int) and \
+                total > len(value) else ""
+            if self.title.object != f"**{self.heading}**{part}":
+                self.title.object = f"**{self.heading}**{part}"
             frame = _frame(value, self.state.time_origin) if len(value) else \
                 pd.DataFrame({"status": ["none now"]})
             if list(frame.columns) == list(self.table.value.columns):

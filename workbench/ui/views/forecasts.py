@@ -74,6 +74,7 @@ class ForecastView(View):
         order = np.lexsort((df["job"].to_numpy(), arrival, np.nan_to_num(deadline, nan=np.inf),
                             rank))
         self.total = len(order)
+        self.any_deadline = bool((rank[order[: self.max_jobs]] != 4).any())
         take = order[: self.max_jobs]
         labels = [RISK[k][0] for k in (2, 1, 0, 3, 4)]
         colours = [RISK[k][1] for k in (2, 1, 0, 3, 4)]
@@ -103,6 +104,8 @@ class ForecastView(View):
         self.now_source.data = {"x": [now_h] * len(first), "y": first}
         if self.figure.xaxis[0].axis_label != self.state.time_label:  # another backend now
             self.figure.xaxis[0].axis_label = self.state.time_label
-        shown = f"the {self.max_jobs} most at risk of " if self.total > self.max_jobs else ""
+        # with no deadline among them (the Philly trace) the rows are the earliest arrivals
+        which = "most at risk" if self.any_deadline else "earliest arrivals"
+        shown = f"the {self.max_jobs} {which} of " if self.total > self.max_jobs else ""
         self.note.object = (f"Predicted finish (dot) with its band, deadline (black bar), now"
                             f" (dashed); {shown}{self.total} active jobs with a forecast.")
