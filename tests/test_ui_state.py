@@ -514,8 +514,10 @@ def test_the_speed_list_shows_the_speed_the_run_has():
     """`workbench serve --speed 36000` ran at 10 h/s while the speed list said "6 h / s" (the
     nearest it offered); and a speed set by another console sharing the store was not shown.
     The list names a speed it does not offer, and follows the store's."""
-    from workbench.ui.views.controls import SPEEDS, ControlsView
+    from workbench.ui.views.controls import SPEEDS, ControlsView, speed_label
 
+    assert all(speed_label(v) == name for name, v in SPEEDS.items())  # one way of naming them
+    assert speed_label(259200.0) == "3 days / s"
     state = WorkbenchState.from_workload("default", "small", "fifo", limit=5, speed=36000.0)
     controls = ControlsView(state)
     assert controls.speed.value == 36000.0

@@ -28,7 +28,9 @@ def speed_label(speed: float) -> str:
     """A speed (simulated seconds per wall-clock second) as the speed list names it."""
     for unit, size in (("day", 86400.0), ("h", 3600.0), ("min", 60.0)):
         if speed >= size:
-            return f"{speed / size:.3g} {unit} / s"
+            amount = f"{speed / size:.3g}"
+            plural = "s" if unit == "day" and amount != "1" else ""
+            return f"{amount} {unit}{plural} / s"
     return f"{speed:.3g} s / s"
 
 
