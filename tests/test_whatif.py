@@ -4,6 +4,8 @@ jobs, say when they were computed, warn of harm and refresh; what-ifs per sessio
 
 from __future__ import annotations
 
+import numpy as np
+import pandas as pd
 import pytest
 
 from workbench.clusters import make_cluster
@@ -543,3 +545,58 @@ def test_a_preview_side_counts_the_jobs_finished_at_its_fork_as_if_it_read_them(
     skipped = preview_side(base.fork(), engine, make_policy(engine), start, 3 * 3600, usage,
                            None, gone)
     assert repr(skipped) == repr(read) and skipped[1] == read[1]
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_what_ifs_rows_come_as_each_engine_ends(parallel):
+    """A what-if of 13 engines on the Philly trace ran for minutes with an empty table: the
+    result so far is handed on after each engine ends, the ended engines' rows in the order
+    asked, and the last of those is the whole result."""
+    store = WorkbenchState.from_workload("default", "small", "fifo")
+    store.advance(3600)
+    store.parallel_forks = parallel
+    names = STOPPABLE[:3]
+    so_far = []
+    result = store.prepare_what_if(names, so_far=so_far.append)()
+    assert [len(r.table) for r in so_far] == [1, 2, 3]
+    for partial in so_far:  # the engines ended so far, in the order they were asked for
+        ended = list(partial.table.policy)
+        assert ended == [n for n in names if n in ended] and set(partial.jct_h) == set(ended)
+    final = so_far[-1]
+    pd.testing.assert_frame_equal(final.table.drop(columns="wall_s"),
+                                  result.table.drop(columns="wall_s"))
+    assert all(np.array_equal(final.jct_h[n], result.jct_h[n]) for n in names)
+
+
+def test_the_what_if_tab_shows_the_rows_so_far_while_it_runs():
+    """While its what-if runs, the tab shows the rows of the engines ended so far (and the
+    CDF of their jobs) under the progress line, and the whole result once it is there."""
+    import asyncio
+
+    from workbench.ui.views.whatif import WhatIfView
+
+    store = WorkbenchState.from_workload("default", "small", "fifo")
+    store.advance(3600)
+    store.parallel_forks = False
+    view = WhatIfView(store, may_run=lambda: True)
+    view.engines.value = STOPPABLE[:3]
+    seen = []  # (rows in the table, status line) at each sync while it ran
+    original = store.prepare_what_if
+
+    def watched(*args, **kwargs):
+        report = kwargs["so_far"]
+
+        def so_far(result):
+            report(result)
+            view.sync()
+            seen.append((list(view.table.value.policy), view.status.object))
+        return original(*args, **{**kwargs, "so_far": so_far})
+
+    store.prepare_what_if = watched
+    asyncio.run(view._run(None))
+    assert [rows for rows, _ in seen] == [STOPPABLE[:1], STOPPABLE[:2], STOPPABLE[:3]]
+    assert all(status.startswith("running ") for _, status in seen)
+    assert len(view.source.data["policy"]) > 0
+    view.sync()
+    assert list(view.table.value.policy) == STOPPABLE[:3]
+    assert view.status.object.startswith("Forked at")

@@ -107,8 +107,8 @@ def on_executor(executor: Executor | None, task: Callable[..., T], base: Forkabl
     """`task(base, *a)` for each `a` of `args`, in order: one after another here (None), or
     side by side on `executor` with `base` pickled once. `hand_over`: `base` is not needed
     afterwards, so the last task here runs on it rather than on a copy (`HandedOver`).
-    `stop`: once asked, tasks not yet started never start (None in their place); `done(i)`
-    is called as task i ends."""
+    `stop`: once asked, tasks not yet started never start (None in their place); `done(i,
+    result)` is called as task i ends."""
     if executor is None or not picklable(args):
         last = HandedOver(base) if hand_over and args else base
         results: list[T | None] = []
@@ -116,7 +116,7 @@ def on_executor(executor: Executor | None, task: Callable[..., T], base: Forkabl
             results.append(None if stop is not None and stop.asked else
                            task(last if i == len(args) - 1 else base, *a))
             if done is not None and results[-1] is not None:
-                done(i)
+                done(i, results[-1])
         return results
     blob = fork_blob(base)
     futures = [executor.submit(task, blob, *a) for a in args]
@@ -130,8 +130,7 @@ def on_executor(executor: Executor | None, task: Callable[..., T], base: Forkabl
         ended, pending = wait(pending, timeout=STOP_POLL_S, return_when=FIRST_COMPLETED)
         for f in ended:
             if done is not None and not f.cancelled():
-                f.result()  # a task's error is raised here, as it is one after another
-                done(index[f])
+                done(index[f], f.result())  # a task's error is raised here, as one after another
     return [None if f.cancelled() else f.result() for f in futures]
 
 
@@ -580,7 +579,8 @@ class WhatIfResult:
 
 def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
                     budget_s: float, executor: Executor | None = None,
-                    stop: StopRequest | None = None, done: Callable[[str], None] | None = None
+                    stop: StopRequest | None = None, done: Callable[[str], None] | None = None,
+                    so_far: Callable[[WhatIfResult], None] | None = None
                     ) -> Callable[[], WhatIfResult]:
     """Fork `backend` now (a live cluster: its snapshot, see `look_ahead_base`); return a
     function running each engine of `names` on its own copy of the fork to `until` (None: the
@@ -588,30 +588,44 @@ def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
     given, else one after another (each copy dropped once measured; the last engine runs on
     the fork itself, so the function runs once). Once `stop` is asked, the engines running
     end at their next slice of rounds (their rows say so) and those not started are left out;
-    `done(name)` is called as each engine's run ends."""
+    `done(name)` is called as each engine's run ends, and `so_far(result)` with the result of
+    the engines ended so far (a what-if of a Philly trace runs for minutes: rows as they come)."""
     for name in names:
         check_engine(name)
     base, taken = look_ahead_base(backend)
     start = base.now
     ran: list[bool] = []
 
+    def result(sides: Sequence, seconds: float, left_out: list[str]) -> WhatIfResult:
+        """The result of the engines whose `sides` have ended (None: not run), in `names`'
+        order."""
+        rows, jct = [], {}
+        for name, side in zip(names, sides):
+            if side is not None:
+                row, times = side
+                rows.append({**row, "note": (row["note"] + snapshot_note(taken)).strip()})
+                jct[name] = times
+        table = pd.DataFrame(rows, columns=None if rows else WHAT_IF_ROW)
+        return WhatIfResult(start, until, table, jct, seconds, taken, left_out,
+                            stop is not None and stop.asked)
+
     def run() -> WhatIfResult:
         _run_once(ran)
         t0 = time.perf_counter()
-        rows, jct, left_out = [], {}, []
+        ended: list = [None] * len(names)
+
+        def one_ended(i: int, side) -> None:
+            ended[i] = side
+            if done is not None:
+                done(names[i])
+            if so_far is not None:
+                so_far(result(list(ended), time.perf_counter() - t0, []))
+
         sides = on_executor(executor, what_if_side, base,
                             [(name, until, budget_s, stop) for name in names], hand_over=True,
-                            stop=stop, done=None if done is None else lambda i: done(names[i]))
-        for name, side in zip(names, sides):
-            if side is None:  # stopped before it started
-                left_out.append(name)
-                continue
-            row, times = side
-            rows.append({**row, "note": (row["note"] + snapshot_note(taken)).strip()})
-            jct[name] = times
-        table = pd.DataFrame(rows, columns=None if rows else WHAT_IF_ROW)
-        return WhatIfResult(start, until, table, jct, time.perf_counter() - t0, taken, left_out,
-                            stop is not None and stop.asked)
+                            stop=stop, done=one_ended)
+        left_out = [name for name, side in zip(names, sides) if side is None]  # stopped first
+        return result(sides, time.perf_counter() - t0, left_out)
 
     return run
 

@@ -370,17 +370,19 @@ class WorkbenchState(RunControls):
 
     def prepare_what_if(self, policies: Sequence[str] | None = None, until: float | None = None,
                         budget_s: float | None = None, stop: StopRequest | None = None,
-                        done: Callable[[str], None] | None = None
+                        done: Callable[[str], None] | None = None,
+                        so_far: Callable[[WhatIfResult], None] | None = None
                         ) -> Callable[[], WhatIfResult]:
         """Fork now; return a function that runs the engines on the fork. The function touches
-        nothing of this store, so it may run in a worker thread while the app goes on. `stop`
-        and `done`: see `whatif.prepare_what_if`."""
+        nothing of this store, so it may run in a worker thread while the app goes on. `stop`,
+        `done` and `so_far`: see `whatif.prepare_what_if`."""
         backend = self._forkable("a what-if")
         budget = float(self.what_if_budget_s if budget_s is None else budget_s)
         names = list(policies or available())
         return self.background.track(f"what-if of {len(names)} engine{'s' * (len(names) > 1)}",
                                      whatif.prepare_what_if(backend, names, until, budget,
-                                                            self.executor(), stop, done))
+                                                            self.executor(), stop, done,
+                                                            so_far))
 
     # ---- derived data -----------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ class _Running(NamedTuple):
     names: list[str]  # its engines
     done: list[str]  # those ended so far: appended to from the worker thread
     stop: StopRequest
+    so_far: list[WhatIfResult]  # the result of those, after each: appended to likewise
 
 
 def _progress(run: _Running) -> str:
@@ -169,8 +170,14 @@ class WhatIfView:
         """Show this console's result once it is there (never another session's), and while
         its what-if runs, how far it got."""
         self._follow_backend()
-        if self._running is not None:
-            self.status.object = _progress(self._running)
+        running = self._running
+        if running is not None:  # the rows of the engines ended so far, as they come
+            latest = running.so_far[-1] if running.so_far else None
+            if latest is not None and latest is not self._shown:
+                self._shown = latest
+                self.show(latest)
+            self.status.object = _progress(running)
+            return
         if self.current is not self._shown:
             self._shown = self.current
             self.show(self._shown)
@@ -187,12 +194,13 @@ class WhatIfView:
         self.run_button.disabled = True
         self.stop_button.disabled = False
         run = self._running = _Running(f"{self.state.hours(self.state.now):.2f} h", names, [],
-                                       StopRequest())
+                                       StopRequest(), [])
         self.status.object = _progress(run)
         try:
             # Forks are taken now, on the app's thread; the runs proceed in a worker thread so
             # the console keeps updating meanwhile.
-            job = self.state.prepare_what_if(names, until, stop=run.stop, done=run.done.append)
+            job = self.state.prepare_what_if(names, until, stop=run.stop, done=run.done.append,
+                                             so_far=run.so_far.append)
             what = f"a what-if of {len(names)} engine{'s' * (len(names) > 1)}"
             result = await asyncio.to_thread(self.state.heavy.guard(what, job))
             self.result, self._result_of = result, self.state.controller  # this console's only
