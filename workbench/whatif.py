@@ -619,7 +619,7 @@ def prepare_what_if(backend: Any, names: Sequence[str], until: float | None,
             if done is not None:
                 done(names[i])
             if so_far is not None:
-                so_far(result(list(ended), time.perf_counter() - t0, []))
+                so_far(result(ended, time.perf_counter() - t0, []))  # (read, not kept)
 
         sides = on_executor(executor, what_if_side, base,
                             [(name, until, budget_s, stop) for name in names], hand_over=True,

@@ -296,8 +296,9 @@ class _Block:
             total = view.get("waiting_jobs") if self.key == "queue" else None
             part = f": the first {len(value)} of {total:,}" if isinstance(total, int) and \
                 total > len(value) else ""
-            if self.title.object != f"**{self.heading}**{part}":
-                self.title.object = f"**{self.heading}**{part}"
+            heading = f"**{self.heading}**{part}"
+            if self.title.object != heading:
+                self.title.object = heading
             frame = _frame(value, self.state.time_origin) if len(value) else \
                 pd.DataFrame({"status": ["none now"]})
             if list(frame.columns) == list(self.table.value.columns):

@@ -74,8 +74,8 @@ class ForecastView(View):
         order = np.lexsort((df["job"].to_numpy(), arrival, np.nan_to_num(deadline, nan=np.inf),
                             rank))
         self.total = len(order)
-        self.any_deadline = bool((rank[order[: self.max_jobs]] != 4).any())
         take = order[: self.max_jobs]
+        self.any_deadline = bool((rank[take] != 4).any())
         labels = [RISK[k][0] for k in (2, 1, 0, 3, 4)]
         colours = [RISK[k][1] for k in (2, 1, 0, 3, 4)]
         low = df["finish_low_h"].to_numpy(dtype=float)[take]
