@@ -116,7 +116,9 @@ class Page:
         self.errors: list[str] = []
         self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error"
                      and not any(h in m.text for h in HARMLESS) else None)
-        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        # the stack's first frames name the script that failed (a bare message rarely does)
+        self.page.on("pageerror", lambda e: self.errors.append(
+            f"page error: {e} at {' | '.join((e.stack or '').splitlines()[1:4])}"))
         self.page.goto(url)
         self.page.wait_for_selector("text=Scheduling Workbench", timeout=60_000)
         self.wait_for(lambda: self.js("() => !!Bokeh.documents[0].get_model_by_name('gpu_cells')"))
