@@ -518,6 +518,9 @@ def test_the_speed_list_shows_the_speed_the_run_has():
 
     assert all(speed_label(v) == name for name, v in SPEEDS.items())  # one way of naming them
     assert speed_label(259200.0) == "3 days / s"
+    # rounded before the unit is chosen: just under an hour a second is an hour, not "60 min"
+    assert [speed_label(v) for v in (3599.0, 59.99, 86399.0)] == ["1 h / s", "1 min / s",
+                                                                   "1 day / s"]
     state = WorkbenchState.from_workload("default", "small", "fifo", limit=5, speed=36000.0)
     controls = ControlsView(state)
     assert controls.speed.value == 36000.0

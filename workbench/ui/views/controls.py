@@ -26,6 +26,7 @@ SPEEDS = {"1 min / s": 60.0, "10 min / s": 600.0, "30 min / s": 1800.0, "1 h / s
 
 def speed_label(speed: float) -> str:
     """A speed (simulated seconds per wall-clock second) as the speed list names it."""
+    speed = float(f"{speed:.3g}")  # rounded first: 3,599 s/s is "1 h / s", not "60 min / s"
     for unit, size in (("day", 86400.0), ("h", 3600.0), ("min", 60.0)):
         if speed >= size:
             amount = f"{speed / size:.3g}"
