@@ -378,6 +378,22 @@ def _preview_changes_whole(p: Page) -> None:
             assert any(len(t) >= 16 for t in texts), texts  # 'pending, 0% done'
             cells, box = _right_edges(p, "preview-changes")
             assert cells <= box + 1, (engine, cells, box)
+        # in a notebook cell (930 px) the engine's group takes a line of its own for the
+        # preview, its two tables side by side (one above the other, they pushed the tabs down
+        # 1,200 px); cancelled, the group goes back beside the run's
+        p.page.set_viewport_size({"width": 930, "height": 1000})
+        summary, changes = (p.page.locator(f".{name}").first for name in
+                            ("preview-summary", "preview-changes"))
+        p.wait_for(lambda: abs(summary.bounding_box()["y"] - changes.bounding_box()["y"]) < 2,
+                   what="the preview's tables side by side at 930 px")
+        assert summary.bounding_box()["x"] + summary.bounding_box()["width"] <= \
+            changes.bounding_box()["x"] + 1
+        step = p.page.get_by_role("button", name="Step", exact=True).bounding_box()
+        engine = p.page.get_by_text("Engine now:").first
+        assert engine.bounding_box()["y"] > step["y"] + step["height"]  # under the run's
+        p.page.get_by_role("button", name="Cancel", exact=True).click()
+        p.wait_for(lambda: engine.bounding_box()["y"] < step["y"] + step["height"],
+                   what="the engine's group beside the run's again")
         assert p.errors == []
     finally:
         p.close()

@@ -64,6 +64,7 @@ def one_line(e: BaseException) -> str:
 BACKENDS = ("simulated", "Kubernetes")
 # the least width of each group of controls (the run's, the engine's) beside the other
 GROUP_WIDTH = 360
+PREVIEW_WIDTH = 700  # px: the engine's group with a switch's preview (two tables side by side)
 
 
 class ControlsView(View):
@@ -97,6 +98,10 @@ class ControlsView(View):
                                             (engine, f"1 1 {GROUP_WIDTH}px")),
                                sizing_mode="stretch_width", name="Controls",
                                stylesheets=[SHRINKS])  # (Panel: the sum of the groups' widths)
+        # a switch's preview widens the engine's group: where the controls have a line of their
+        # own, it takes one too, and the preview's tables go side by side
+        self.switch.on_show = lambda shown: setattr(engine, "styles", {
+            **engine.styles, "flex": f"1 1 {PREVIEW_WIDTH if shown else GROUP_WIDTH}px"})
         self._kind = None
         self._read_contexts(known.get("context") or None, quiet=True)
         self._show_backend_box()

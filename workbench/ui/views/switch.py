@@ -24,11 +24,13 @@ from ...policies.base import placement_engines
 from ...whatif import SwitchPreview
 from ..state import WorkbenchState
 from ._base import in_session
+from ._charts import wrapping_row
 from ._panes import Alert, Markdown
 from ._tables import table
 
 OWN_PLACEMENT = "(engine's own)"
 CONFIRM_LABEL = "switch anyway, despite the predicted harm"
+TABLE_WIDTH = 330  # px: a preview's table at its narrowest beside the other
 
 
 class SwitchPanel:
@@ -61,7 +63,8 @@ class SwitchPanel:
         self.confirm.param.watch(lambda e: self._buttons(), "value")
         self.preview_table = pn.widgets.Tabulator(
             pd.DataFrame(), show_index=False, disabled=True, visible=False,
-            sizing_mode="stretch_width", layout="fit_data_stretch")
+            sizing_mode="stretch_width", layout="fit_data_stretch",
+            css_classes=["preview-summary"])
         self.preview_changes = _changes_table(pd.DataFrame())
         self.preview_changes.visible = False
         self.apply = pn.widgets.Button(label="Apply switch", color="primary", width=120,
@@ -72,10 +75,17 @@ class SwitchPanel:
         self.recompute.on_click(self._on_recompute)
         self.cancel.on_click(lambda e: self.reset())
         self.buttons = pn.Row(self.apply, self.recompute, self.cancel, visible=False)
+        # the two tables side by side where the preview has the width (the controls alone on
+        # a line): one above the other, they pushed the tabs 1,200 px down a 930 px window
+        # (each in a Column: a table's own styles do not reach the row's flex box)
+        self.tables = wrapping_row(
+            (pn.Column(self.preview_table, sizing_mode="stretch_width"), f"1 1 {TABLE_WIDTH}px"),
+            (pn.Column(self.preview_changes, sizing_mode="stretch_width"),
+             f"1 1 {TABLE_WIDTH}px"))
+        self.on_show: Callable[[bool], None] = lambda shown: None  # a preview shown, or gone
         self.panel = pn.Column(
             pn.Row(self.candidate, self.placement), self.preview_text, self.age, self.warning,
-            self.confirm, self.buttons, self.preview_table,
-            self.preview_changes, sizing_mode="stretch_width")
+            self.confirm, self.buttons, self.tables, sizing_mode="stretch_width")
 
     @property
     def choice(self) -> str:
@@ -148,7 +158,9 @@ class SwitchPanel:
             self.age.object = ""
             self.preview_text.object = ""
             self._buttons()
+            self.on_show(False)
             return
+        self.on_show(True)
         self.preview_text.object = (f"**If you switch {p.current} → {p.candidate} now**"
                                     f" (forecast on {_where(p)}, {p.seconds:.1f} s):"
                                     f" {p.summary()}."
@@ -163,8 +175,7 @@ class SwitchPanel:
             self.preview_changes.value = p.changes
         else:  # its columns are the two engines': a table of their own (their text wraps)
             fresh = _changes_table(p.changes)
-            self.panel.objects = [fresh if o is self.preview_changes else o
-                                  for o in self.panel.objects]
+            self.tables[1].objects = [fresh]
             self.preview_changes = fresh
         self.preview_table.visible = self.preview_changes.visible = True
         self.sync()
