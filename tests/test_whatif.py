@@ -596,6 +596,10 @@ def test_the_what_if_tab_shows_the_rows_so_far_while_it_runs():
     asyncio.run(view._run(None))
     assert [rows for rows, _ in seen] == [STOPPABLE[:1], STOPPABLE[:2], STOPPABLE[:3]]
     assert all(status.startswith("running ") for _, status in seen)
+    # how long it may still run: one engine after another here, each stopping at its budget
+    assert store.what_if_budget_s == 60 and store.fork_workers() == 1
+    assert [status.split(", at most ")[1].split(" more")[0] for _, status in seen[:2]] == \
+        ["2 min", "1 min"], seen
     assert len(view.source.data["policy"]) > 0
     view.sync()
     assert list(view.table.value.policy) == STOPPABLE[:3]

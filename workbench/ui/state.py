@@ -355,6 +355,11 @@ class WorkbenchState(RunControls):
         live = not isinstance(self.controller.backend, Forkable)
         return shared_pool() if self.parallel_forks and not live else None
 
+    def fork_workers(self) -> int:
+        """How many forks of a preview or what-if run side by side (see `executor`)."""
+        executor = self.executor()
+        return 1 if executor is None else executor._max_workers  # (the pool's own count)
+
     def snapshot(self) -> Snapshot:
         """The run's present as a `Snapshot` (save it, or replay it with `workbench simulate
         --from-snapshot`)."""

@@ -8,6 +8,7 @@ minutes of CPU, so a read-only session may not start one, and a store runs one a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -53,18 +54,35 @@ class _Running(NamedTuple):
     done: list[str]  # those ended so far: appended to from the worker thread
     stop: StopRequest
     so_far: list[WhatIfResult]  # the result of those, after each: appended to likewise
+    began: float  # time.perf_counter() when it started
+    budget_s: float  # the wall time each engine may run
+    workers: int  # how many engines run side by side
 
 
-def _progress(run: _Running) -> str:
-    """The status line of a running what-if: its engines, how many have ended, and a stop."""
+def _progress(run: _Running, now: float | None = None) -> str:
+    """The status line of a running what-if: its engines, how many have ended, how long it
+    ran and may still run, and a stop."""
     ended = list(run.done)  # a copy: the worker thread appends meanwhile
     names = run.names
     which = ", ".join(names) if len(names) <= 4 else f"{len(names)} engines"
     line = f"running {which} from {run.start}… {len(ended)} of {len(names)} done"
     if ended:
         line += f" ({', '.join(ended)})"
-    return line + (" · stopping: each engine running ends at its next slice of rounds"
-                   if run.stop.asked else "")
+    if run.stop.asked:
+        return line + " · stopping: each engine running ends at its next slice of rounds"
+    elapsed = (time.perf_counter() if now is None else now) - run.began
+    # each engine stops at its budget: the last to start does so once the ones before it
+    # have had theirs on the workers, so this bounds the wait (a Philly what-if takes minutes)
+    remaining = len(names) - len(ended)
+    left = run.budget_s * ((remaining - 1) / run.workers + 1) if remaining else 0.0
+    return line + (f" · {_duration(elapsed)} so far, at most {_duration(left)} more (each"
+                   f" engine stops after {_duration(run.budget_s)})")
+
+
+def _duration(seconds: float) -> str:
+    """A wall time as the status line says it: '45 s', '3 min 20 s'."""
+    minutes, s = divmod(round(seconds), 60)
+    return f"{minutes} min {s} s" if minutes and s else f"{minutes} min" if minutes else f"{s} s"
 
 
 EMPTY_CDF = {"xs": [], "ys": [], "policy": [], "label": [], "colour": [], "dash": []}
@@ -194,7 +212,8 @@ class WhatIfView:
         self.run_button.disabled = True
         self.stop_button.disabled = False
         run = self._running = _Running(f"{self.state.hours(self.state.now):.2f} h", names, [],
-                                       StopRequest(), [])
+                                       StopRequest(), [], time.perf_counter(),
+                                       self.state.what_if_budget_s, self.state.fork_workers())
         self.status.object = _progress(run)
         try:
             # Forks are taken now, on the app's thread; the runs proceed in a worker thread so
