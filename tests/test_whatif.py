@@ -466,6 +466,25 @@ def test_a_stopped_what_if_on_the_pool_ends_its_running_engines_and_starts_no_ot
     assert (store.now, store.controller.rounds) == (now, rounds)
 
 
+def test_an_engine_stopped_by_its_budget_says_how_far_it_got():
+    """Engines stopped at their wall-time budget cover different spans of a long trace (a
+    Philly what-if: 82,247 jobs seen by one, 54,381 by another): each one's note says how far
+    past the fork it got, the span its counts cover."""
+    import re
+
+    store = WorkbenchState.from_workload("default", "small", "fifo")
+    store.advance(3600)
+    store.parallel_forks = False
+    result = store.what_if(["fifo", "tiresias"], budget_s=0.001)
+    for row in result.table.itertuples():
+        got = re.match(r"stopped after 0.001 s of wall time, ([\d,.]+) h past the fork(;|$)",
+                       row.note)
+        assert got, row.note
+        assert float(got[1].replace(",", "")) == pytest.approx(
+            row.ran_to_h - result.start / 3600, abs=0.05)
+        assert row.unfinished > 0  # it did stop short of the end
+
+
 def test_a_stopped_run_ends_at_its_next_slice_of_rounds():
     """A fork's run, once the stop is asked (here before it starts), ends after one slice."""
     from workbench.control import Controller

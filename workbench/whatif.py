@@ -635,13 +635,17 @@ def what_if_side(base: Forkable | bytes, name: str, until: float | None, budget_
     """Engine `name` on its own copy of `base` (see `own_copy`): its what-if row and the
     JCTs (h) of the jobs it completed."""
     copy_of_base = Controller(own_copy(base), make_policy(name))
+    forked_at = copy_of_base.backend.now
     with frozen_heap():  # the copy too
         r = run_fork(name, copy_of_base, until, budget_s, stop)
     twin = r.controller
     m = run_metrics(twin.backend)
+    # how far it got: engines stopped at their budget cover different spans (and so different
+    # jobs) of a long trace, which the counts beside each other do not show
+    reached = f", {(twin.backend.now - forked_at) / 3600:,.1f} h past the fork"
     stopped = "" if r.complete else (
-        f"stopped on request after {r.seconds:.1f} s" if stop is not None and stop.asked
-        else f"stopped after {budget_s:g} s of wall time")
+        f"stopped on request after {r.seconds:.1f} s{reached}" if stop is not None and
+        stop.asked else f"stopped after {budget_s:g} s of wall time{reached}")
     rejected = [j for j in twin.backend.jobs.values() if j.state is JobState.REJECTED]
     why = f"rejected: {commonest_rejection(rejected)}" if rejected else ""
     row = {"policy": name, **{k: m[k] for k in WHAT_IF_COLUMNS},
