@@ -620,6 +620,9 @@ def test_the_what_if_tab_shows_the_rows_so_far_while_it_runs():
     assert [status.split(", at most ")[1].split(" more")[0] for _, status in seen[:2]] == \
         ["2 min", "1 min"], seen
     assert len(view.source.data["policy"]) > 0
+    drawn, curves = view.table.value, view.source.data["xs"]
     view.sync()
     assert list(view.table.value.policy) == STOPPABLE[:3]
     assert view.status.object.startswith("Forked at")
+    # the whole result repeats the last engine's rows: not sent to the browser again
+    assert view.table.value is drawn and view.source.data["xs"] is curves

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import pandas as pd
 import panel as pn
@@ -160,6 +160,7 @@ class WhatIfView:
             self.table, self.chart, sizing_mode="stretch_width",
             name="What-if")
         self._shown = None
+        self._drawn_jct: list[tuple[str, Any]] = []  # the JCT arrays the chart draws
         self._kind = None
         self._follow_backend()
 
@@ -239,13 +240,24 @@ class WhatIfView:
             self.status.object = _progress(self._running)
 
     def show(self, result: WhatIfResult | None) -> None:
-        self.table.value = export.what_if(result)
+        frame = export.what_if(result)
+        # the final result repeats the rows the last engine's end showed: sent again, the table
+        # and chart redrew as the user took over the page
+        same = frame.equals(self.table.value) and result is not None and \
+            len(self._drawn_jct) == len(result.jct_h) and all(
+                k == name and v is jct for (k, v), (name, jct) in
+                zip(self._drawn_jct, result.jct_h.items()))
+        if not same:
+            self.table.value = frame
         self.chart.visible = result is not None
         if result is None:
             self.source.data = dict(EMPTY_CDF)
+            self._drawn_jct = []
             return
-        self.source.data = cdf = jct_cdf(result)
-        self.legend.object = html_legend(cdf)
+        if not same:
+            self.source.data = cdf = jct_cdf(result)
+            self.legend.object = html_legend(cdf)
+            self._drawn_jct = list(result.jct_h.items())
         until = "the end" if result.until is None else f"{self.state.hours(result.until):.2f} h"
         ran = (f"stopped on request after {result.seconds:.1f} s"
                f"{': ' + ', '.join(result.left_out) + ' not run' if result.left_out else ''}"
