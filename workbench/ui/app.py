@@ -106,11 +106,6 @@ class BusyIndicator:
         self.panel.visible = bool(what)
 
 
-# Panel hides a tab that is not shown but keeps its height: the page scrolled on past a short
-# tab (the Cluster tab's 600 px in a notebook cell) to the height of the tallest (the Engine's)
-HIDDEN_TABS_TAKE_NO_ROOM = ':host > [aria-hidden="true"] { display: none !important; }'
-
-
 class Console:
     """One rendering of the app: its own views (and Bokeh models) on a shared store. A Bokeh
     model lives in one document only, so every place the app is shown gets a Console."""
@@ -129,8 +124,7 @@ class Console:
         self.decisions = DecisionsView(s)
         panels = (self.cluster.panel, self.jobs.panel, self.forecasts.panel,
                   self.timeline.panel, self.decisions.panel, self.what_if.panel, self.engine.panel)
-        self.tabs = pn.Tabs(*zip(TAB_TITLES, panels), sizing_mode="stretch_width", dynamic=False,
-                            stylesheets=[HIDDEN_TABS_TAKE_NO_ROOM])
+        self.tabs = pn.Tabs(*zip(TAB_TITLES, panels), sizing_mode="stretch_width", dynamic=False)
         self.header = _header(s)
         self.busy = BusyIndicator()
         self.link = ViewLink(self, TAB_TITLES)
