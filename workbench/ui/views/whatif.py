@@ -59,7 +59,7 @@ class _Running(NamedTuple):
     workers: int  # how many engines run side by side
 
 
-def _progress(run: _Running, now: float | None = None) -> str:
+def _progress(run: _Running) -> str:
     """The status line of a running what-if: its engines, how many have ended, how long it
     ran and may still run, and a stop."""
     ended = list(run.done)  # a copy: the worker thread appends meanwhile
@@ -70,7 +70,7 @@ def _progress(run: _Running, now: float | None = None) -> str:
         line += f" ({', '.join(ended)})"
     if run.stop.asked:
         return line + " · stopping: each engine running ends at its next slice of rounds"
-    elapsed = (time.perf_counter() if now is None else now) - run.began
+    elapsed = time.perf_counter() - run.began
     # each engine stops at its budget: the last to start does so once the ones before it
     # have had theirs on the workers, so this bounds the wait (a Philly what-if takes minutes)
     remaining = len(names) - len(ended)
