@@ -60,9 +60,14 @@ RUN_SLICE = 50  # rounds between two looks at the wall clock of a budgeted run
 STOP_POLL_S = 0.2  # seconds between two looks at a stop request while forks run on a pool
 
 
-def fork_blob(base: Forkable) -> bytes:
-    """`base` pickled, to be sent once to every worker of an executor (`own_copy`)."""
+def fork_blob(base: Forkable, settled_by: float | None = None) -> bytes:
+    """`base` pickled, to be sent once to every worker of an executor (`own_copy`).
+    `settled_by`: leave out the jobs finished by then (`SimBackend.settled_left_out`), for
+    tasks that read only the others (a preview's sides); None: the whole run."""
     pickle_dict_views()
+    if settled_by is not None and hasattr(base, "settled_left_out"):
+        with base.settled_left_out(settled_by):
+            return pickle.dumps(base, protocol=pickle.HIGHEST_PROTOCOL)
     return pickle.dumps(base, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -102,13 +107,14 @@ def aged(fork: T) -> T:
 
 def on_executor(executor: Executor | None, task: Callable[..., T], base: Forkable,
                 args: Sequence[tuple], hand_over: bool = False,
-                stop: StopRequest | None = None, done: Callable[[int], None] | None = None
-                ) -> list[T | None]:
+                stop: StopRequest | None = None, done: Callable[[int], None] | None = None,
+                settled_by: float | None = None) -> list[T | None]:
     """`task(base, *a)` for each `a` of `args`, in order: one after another here (None), or
     side by side on `executor` with `base` pickled once. `hand_over`: `base` is not needed
     afterwards, so the last task here runs on it rather than on a copy (`HandedOver`).
     `stop`: once asked, tasks not yet started never start (None in their place); `done(i,
-    result)` is called as task i ends."""
+    result)` is called as task i ends. `settled_by`: the tasks read no job finished by then
+    (`fork_blob` leaves them out of what it sends)."""
     if executor is None or not picklable(args):
         last = HandedOver(base) if hand_over and args else base
         results: list[T | None] = []
@@ -118,7 +124,7 @@ def on_executor(executor: Executor | None, task: Callable[..., T], base: Forkabl
             if done is not None and results[-1] is not None:
                 done(i, results[-1])
         return results
-    blob = fork_blob(base)
+    blob = fork_blob(base, settled_by)
     futures = [executor.submit(task, blob, *a) for a in args]
     index = {f: i for i, f in enumerate(futures)}
     pending = set(futures)
@@ -354,7 +360,7 @@ def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: f
             executor, preview_side, base,
             [(cur, keep, start, horizon, base_usage, last_round, gone),
              (new, candidate, start, horizon, base_usage, None, gone)],
-            hand_over=True)
+            hand_over=True, settled_by=start if last_round is None else min(start, last_round))
         changes = job_changes(jobs_a, jobs_b, cur, new, start)
         decisions = pd.DataFrame(acts_a + acts_b, columns=DECISION_COLUMNS)
         return SwitchPreview(cur, new, start, horizon, pd.DataFrame([row_a, row_b]), changes,

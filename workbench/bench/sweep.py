@@ -15,7 +15,8 @@
 - `same_table`: the three tables are equal bit for bit but for the wall-time columns.
 - Interactive times (`interactive_times`): every engine's 4-hour switch preview on the
   `philly` preset at mid-trace (the Philly trace run under tiresias to the middle of its
-  span), in CPU seconds of this process, one after another (target ≤ 2 s each); and the
+  span), in CPU seconds of this process, one after another (target ≤ 2 s each), and in
+  wall seconds as the app runs it (its two sides on the shared pool), checked equal; and the
   what-if of all engines on the default workload (default cluster, forked a third of the way
   through its arrivals) on the shared pool of `--workers` (wall, target ≤ 2 s on 2 cores)
   and serially (CPU). `--interactive-only` runs just these.
@@ -128,14 +129,23 @@ def interactive_times(workers: int, engines: list[str] | None = None) -> dict[st
 
     names = engines or available()
     live = philly_mid_trace()
+    pool = shared_pool(workers)
+    pool.submit(int).result()  # the workers started (once per app, not per preview)
     previews = []
     for name in names:
         if name == live.policy.name:
             continue
         cpu = time.process_time()
-        prepare_preview(live.backend, live.policy, make_policy(name), 4 * 3600.0)()
-        previews.append({"engine": name, "preview_cpu_s": time.process_time() - cpu,
-                         "target_s": 2.0})
+        serial = prepare_preview(live.backend, live.policy, make_policy(name), 4 * 3600.0,
+                                 last_round=live.last_round)()
+        cpu = time.process_time() - cpu
+        start = time.perf_counter()  # as the app runs it: its two sides on the pool
+        pooled = prepare_preview(live.backend, live.policy, make_policy(name), 4 * 3600.0,
+                                 pool, last_round=live.last_round)()
+        previews.append({"engine": name, "preview_cpu_s": cpu,
+                         "pool_wall_s": time.perf_counter() - start, "target_s": 2.0,
+                         "same": all(getattr(serial, part).equals(getattr(pooled, part))
+                                     for part in ("table", "changes", "decisions"))})
     del live
     anchor = next((p["preview_cpu_s"] for p in previews if p["engine"] == "fifo"), None)
     for p in previews:
@@ -143,8 +153,6 @@ def interactive_times(workers: int, engines: list[str] | None = None) -> dict[st
     jobs = load_jobs("default")
     store = simulate(load_nodes("default", "default"), jobs, "tiresias")
     store.run(until=sorted(j.arrival for j in jobs)[len(jobs) // 3])
-    pool = shared_pool(workers)
-    pool.submit(int).result()  # the workers started (once per app, not per what-if)
     start = time.perf_counter()
     pooled = prepare_what_if(store.backend, available(), None, 60.0, executor=pool)()
     pool_wall = time.perf_counter() - start
@@ -236,6 +244,8 @@ def _check_ratios(previews: list[dict[str, Any]], max_ratio: float | None) -> in
 
 def interactive_notes(result: dict[str, Any], workers: int) -> list[str]:
     slow = [p["engine"] for p in result["previews"] if p["preview_cpu_s"] > 2.0]
+    slow_wall = [p["engine"] for p in result["previews"] if p["pool_wall_s"] > 2.0]
+    differ = [p["engine"] for p in result["previews"] if not p["same"]]
     return [
         (f"what-if of all {result['what_if_engines']} engines (default workload): "
          f"{result['what_if_pool_wall_s']:.2f} s wall on the shared pool of {workers}"
@@ -244,6 +254,10 @@ def interactive_notes(result: dict[str, Any], workers: int) -> list[str]:
          f" {result['what_if_same_as_serial']}"),
         ("previews: CPU seconds of this process (process_time), serial; over 2 s: "
          + (", ".join(slow) or "none")),
+        (f"previews as the app runs them (pool_wall_s: the fork, sent without its settled"
+         f" jobs, its two sides side by side on the shared pool of {workers}): over 2 s of wall:"
+         f" {', '.join(slow_wall) or 'none'}; the same result as serially: "
+         + (f"not for {', '.join(differ)}" if differ else "all")),
     ]
 
 

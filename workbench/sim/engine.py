@@ -20,12 +20,13 @@ Modelling choices (documented defaults):
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -331,6 +332,31 @@ class SimBackend:
         finally:
             if collecting:
                 gc.enable()
+
+    finished_left_out = 0  # finished jobs `settled_left_out` left out (0: a whole run)
+
+    @contextlib.contextmanager
+    def settled_left_out(self, since: float) -> Iterator[SimBackend]:
+        """This run, for as long as the block lasts, without what a run forward from now
+        never reads: the jobs finished by `since` and the specs of the jobs arrived; for
+        pickling a look-ahead to run in another process (a Philly run at mid-trace pickles to
+        67 MB with them). `since`: the last round's time or earlier (`Controller.carry_on`
+        reads the jobs finished after it). Whole-run metrics of such a copy would miss the
+        jobs left out: `finished_left_out` counts them and `run_metrics` refuses it. Nothing
+        else may use this run meanwhile (its own job lists are put back after)."""
+        saved = self.jobs, self.finished, self._specs, self._next_arrival, self.finished_left_out
+        finished = [j for j in self.finished if j.finish_time is None or j.finish_time > since]
+        kept = {j.spec.name for j in finished}
+        self.finished_left_out += len(self.finished) - len(finished)
+        self.jobs = {name: j for name, j in self.jobs.items()
+                     if name in self.active or name in kept}
+        self.finished = finished
+        self._specs, self._next_arrival = self._specs[self._next_arrival:], 0
+        try:
+            yield self
+        finally:
+            (self.jobs, self.finished, self._specs, self._next_arrival,
+             self.finished_left_out) = saved
 
     def _fork(self) -> "SimBackend":
         twin = type(self).__new__(type(self))
