@@ -246,7 +246,8 @@ class Controller:
         first = owed if nxt is None else nxt if owed is None else min(nxt, owed)
         earliest = first
         wake = self.policy.next_wakeup(self._last_state)
-        if self.policy.needs_every_round and self._last_state is not None and self._last_state.active:
+        if self.policy.needs_every_round and self._last_state is not None and \
+                self._last_state.any_active():
             every = self._last_round + interval
             earliest = every if earliest is None else min(earliest, every)
         if wake is not None:

@@ -252,6 +252,10 @@ class ClusterState:
     def active(self) -> list[JobStatus]:
         return [j for j in self.jobs.values() if not j.state.finished]
 
+    def any_active(self) -> bool:
+        """Whether any job is unfinished, without listing them as `active` does."""
+        return any(not j.state.finished for j in self.jobs.values())
+
     @property
     def total_gpus(self) -> float:
         return float(self.capacity[self.node_up, GPU].sum())
