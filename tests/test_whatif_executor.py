@@ -85,9 +85,9 @@ def test_a_prepared_preview_runs_once_and_its_last_side_on_the_fork_gives_the_po
 
 def test_a_pooled_preview_leaves_the_settled_jobs_behind_and_answers_as_the_serial_one():
     """A preview's sides read no job finished before the live run's last round, so the fork
-    sent to the pool leaves those out (`SimBackend.settled_left_out`: at Philly scale 67 MB
-    of 81 pickled); what it sends keeps the jobs finished since that round (the current
-    engine's side owes a round for them, `Controller.carry_on`), the run itself is put back
+    sent to the pool leaves those out (`sim.engine.pickled_without_settled`: at Philly scale
+    54 of 67.5 MB); what it sends keeps the jobs finished since that round (the current
+    engine's side owes a round for them, `Controller.carry_on`), the run itself is left
     whole, and whole-run metrics of such a copy are refused."""
     import pickle
 

@@ -48,6 +48,7 @@ from .metrics import job_metrics, run_metrics, usage_metrics
 from .model import JobState, JobStatus
 from .policies import check_engine, make_policy
 from .policies.base import Policy
+from .sim.engine import pickled_without_settled
 from .sim.restore import from_snapshot
 from .stop import StopRequest
 
@@ -62,13 +63,13 @@ STOP_POLL_S = 0.2  # seconds between two looks at a stop request while forks run
 
 def fork_blob(base: Forkable, settled_by: float | None = None) -> bytes:
     """`base` pickled, to be sent once to every worker of an executor (`own_copy`).
-    `settled_by`: leave out the jobs finished by then (`SimBackend.settled_left_out`), for
-    tasks that read only the others (a preview's sides); None: the whole run."""
+    `settled_by`: leave out the jobs finished by then (`sim.engine.pickled_without_settled`),
+    for tasks that read only the others (a preview's sides); None: the whole run."""
     pickle_dict_views()
-    if settled_by is not None and hasattr(base, "settled_left_out"):
-        with base.settled_left_out(settled_by):
-            return pickle.dumps(base, protocol=pickle.HIGHEST_PROTOCOL)
-    return pickle.dumps(base, protocol=pickle.HIGHEST_PROTOCOL)
+    if settled_by is None:
+        return pickle.dumps(base, protocol=pickle.HIGHEST_PROTOCOL)
+    with pickled_without_settled(settled_by):
+        return pickle.dumps(base, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ Modelling choices (documented defaults):
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import gc
 import heapq
@@ -89,6 +90,27 @@ class Usage:
     cpu_effective: float = 0.0
     gpu_capacity: float = 0.0
     cpu_capacity: float = 0.0
+
+
+# the `since` of `pickled_without_settled` while a pickle runs in this context (None: none)
+_SETTLED_BY: contextvars.ContextVar[float | None] = contextvars.ContextVar("settled_by",
+                                                                         default=None)
+
+
+@contextlib.contextmanager
+def pickled_without_settled(since: float) -> Iterator[None]:
+    """Within the block, a `SimBackend` pickled in this thread leaves out what a run forward
+    from its present never reads: the jobs finished by `since` and the specs of the jobs
+    arrived (a Philly run at mid-trace pickles to 67 MB with them, 13.5 MB without). For
+    sending a look-ahead to another process; the run itself is not touched. `since`: the last
+    round's time or earlier (`Controller.carry_on` reads the jobs finished after it). The
+    copy's whole-run metrics would miss the jobs left out: its `finished_left_out` counts
+    them and `run_metrics` refuses it."""
+    token = _SETTLED_BY.set(since)
+    try:
+        yield
+    finally:
+        _SETTLED_BY.reset(token)
 
 
 class SimBackend:
@@ -337,30 +359,21 @@ class SimBackend:
             if collecting:
                 gc.enable()
 
-    finished_left_out = 0  # finished jobs `settled_left_out` left out (0: a whole run)
+    finished_left_out = 0  # finished jobs left out when this copy was pickled (0: none)
 
-    @contextlib.contextmanager
-    def settled_left_out(self, since: float) -> Iterator[SimBackend]:
-        """This run, for as long as the block lasts, without what a run forward from now
-        never reads: the jobs finished by `since` and the specs of the jobs arrived; for
-        pickling a look-ahead to run in another process (a Philly run at mid-trace pickles to
-        67 MB with them). `since`: the last round's time or earlier (`Controller.carry_on`
-        reads the jobs finished after it). Whole-run metrics of such a copy would miss the
-        jobs left out: `finished_left_out` counts them and `run_metrics` refuses it. Nothing
-        else may use this run meanwhile (its own job lists are put back after)."""
-        saved = self.jobs, self.finished, self._specs, self._next_arrival, self.finished_left_out
+    def __getstate__(self) -> dict:
+        """What pickling keeps: everything, or inside `pickled_without_settled(since)` not
+        the jobs finished by `since` nor the specs of the jobs arrived (see there)."""
+        since = _SETTLED_BY.get()
+        if since is None:
+            return self.__dict__
         finished = [j for j in self.finished if j.finish_time is None or j.finish_time > since]
         kept = {j.spec.name for j in finished}
-        self.finished_left_out += len(self.finished) - len(finished)
-        self.jobs = {name: j for name, j in self.jobs.items()
-                     if name in self.active or name in kept}
-        self.finished = finished
-        self._specs, self._next_arrival = self._specs[self._next_arrival:], 0
-        try:
-            yield self
-        finally:
-            (self.jobs, self.finished, self._specs, self._next_arrival,
-             self.finished_left_out) = saved
+        return {**self.__dict__, "finished": finished,
+                "jobs": {name: j for name, j in self.jobs.items()
+                         if name in self.active or name in kept},
+                "_specs": self._specs[self._next_arrival:], "_next_arrival": 0,
+                "finished_left_out": self.finished_left_out + len(self.finished) - len(kept)}
 
     def _fork(self) -> "SimBackend":
         twin = type(self).__new__(type(self))
