@@ -128,3 +128,32 @@ def test_a_pooled_preview_leaves_the_settled_jobs_behind_and_answers_as_the_seri
                  (serial.decisions, pooled.decisions)):
         assert a.to_csv() == b.to_csv()
     assert serial.table.completed.sum() > 0 and not serial.decisions.empty
+
+
+def test_a_preview_whose_engine_cannot_be_pickled_runs_here_from_the_pickled_present():
+    """Given a pool, a preview pickles the present at once (no fork first); an engine that
+    cannot be sent (a plugin holding a lambda) then runs here, each side on its own copy
+    unpickled from those bytes, and answers as a serial preview on a fork."""
+    from workbench.policies import make_policy
+    from workbench.whatif import picklable, prepare_preview
+
+    live = simulate(load_nodes("default", "small"), load_jobs("default"), "tiresias")
+    live.run(until=3 * 3600)
+
+    def candidate():
+        engine = make_policy("fifo")
+        engine.on_the_side = lambda: None  # pickle refuses it
+        return engine
+
+    assert not picklable(candidate())
+
+    serial = prepare_preview(live.backend, live.policy, candidate(), 4 * 3600.0,
+                             last_round=live.last_round)()
+    with ProcessPoolExecutor(1) as pool:
+        here = prepare_preview(live.backend, live.policy, candidate(), 4 * 3600.0, pool,
+                               last_round=live.last_round)
+        assert pool.submit(len, "ab").result() == 2
+        answer = here()
+    for part in ("table", "changes", "decisions"):
+        assert getattr(answer, part).to_csv() == getattr(serial, part).to_csv(), part
+    assert not serial.decisions.empty
