@@ -254,7 +254,7 @@ def interactive_notes(result: dict[str, Any], workers: int) -> list[str]:
          f" {result['what_if_same_as_serial']}"),
         ("previews: CPU seconds of this process (process_time), serial; over 2 s: "
          + (", ".join(slow) or "none")),
-        (f"previews as the app runs them (pool_wall_s: the fork, sent without its settled"
+        (f"previews as the app runs them (pool_wall_s: the present pickled without its settled"
          f" jobs, its two sides side by side on the shared pool of {workers}): over 2 s of wall:"
          f" {', '.join(slow_wall) or 'none'}; the same result as serially: "
          + (f"not for {', '.join(differ)}" if differ else "all")),
