@@ -626,3 +626,12 @@ def test_the_what_if_tab_shows_the_rows_so_far_while_it_runs():
     assert view.status.object.startswith("Forked at")
     # the whole result repeats the last engine's rows: not sent to the browser again
     assert view.table.value is drawn and view.source.data["xs"] is curves
+
+
+def test_wall_times_read_as_the_status_line_says_them():
+    """A what-if's notes and status say a span of wall time one way: the budget note of an
+    engine stopped at 60 s reads '1 min', as the status line's 'each engine stops after'."""
+    from workbench.whatif import wall_time
+
+    assert [wall_time(s) for s in (0.001, 12.3456, 45, 59.6, 60, 200, 330.2)] == [
+        "0.001 s", "12.3 s", "45 s", "1 min", "1 min", "3 min 20 s", "5 min 30 s"]

@@ -659,14 +659,22 @@ def what_if_side(base: Forkable | bytes, name: str, until: float | None, budget_
     # jobs) of a long trace, which the counts beside each other do not show
     reached = f", {(twin.backend.now - forked_at) / 3600:,.1f} h past the fork"
     stopped = "" if r.complete else (
-        f"stopped on request after {r.seconds:.1f} s{reached}" if stop is not None and
-        stop.asked else f"stopped after {budget_s:g} s of wall time{reached}")
+        f"stopped on request after {wall_time(r.seconds)}{reached}" if stop is not None and
+        stop.asked else f"stopped after {wall_time(budget_s)} of wall time{reached}")
     rejected = [j for j in twin.backend.jobs.values() if j.state is JobState.REJECTED]
     why = f"rejected: {commonest_rejection(rejected)}" if rejected else ""
     row = {"policy": name, **{k: m[k] for k in WHAT_IF_COLUMNS},
            "stalled": len(twin.stalled), "ran_to_h": twin.backend.now / 3600,
            "note": "; ".join(n for n in (stopped, why) if n), "wall_s": r.seconds}
     return row, completed_jct_h(twin.backend.jobs.values())
+
+
+def wall_time(seconds: float) -> str:
+    """A span of wall time as the app says it: '0.001 s', '12.3 s', '1 min', '3 min 20 s'."""
+    if seconds < 59.5:
+        return f"{seconds:.3g} s"
+    minutes, s = divmod(round(seconds), 60)
+    return f"{minutes} min {s} s" if s else f"{minutes} min"
 
 
 def commonest_rejection(rejected: Iterable[JobStatus]) -> str:

@@ -19,7 +19,7 @@ from bokeh.plotting import figure
 
 from ...policies import available
 from ...stop import StopRequest
-from ...whatif import WhatIfResult
+from ...whatif import WhatIfResult, wall_time
 from .. import export
 from ..state import WorkbenchState
 from ._base import widget_row
@@ -80,9 +80,8 @@ def _progress(run: _Running) -> str:
 
 
 def _duration(seconds: float) -> str:
-    """A wall time as the status line says it: '45 s', '3 min 20 s'."""
-    minutes, s = divmod(round(seconds), 60)
-    return f"{minutes} min {s} s" if minutes and s else f"{minutes} min" if minutes else f"{s} s"
+    """A wall time as the status line says it, in whole seconds: '45 s', '3 min 20 s'."""
+    return wall_time(round(seconds))
 
 
 EMPTY_CDF = {"xs": [], "ys": [], "policy": [], "label": [], "colour": [], "dash": []}
@@ -259,8 +258,8 @@ class WhatIfView:
             self.legend.object = html_legend(cdf)
             self._drawn_jct = list(result.jct_h.items())
         until = "the end" if result.until is None else f"{self.state.hours(result.until):.2f} h"
-        ran = (f"stopped on request after {result.seconds:.1f} s"
+        ran = (f"stopped on request after {wall_time(result.seconds)}"
                f"{': ' + ', '.join(result.left_out) + ' not run' if result.left_out else ''}"
-               if result.stopped else f"ran to {until} in {result.seconds:.1f} s")
+               if result.stopped else f"ran to {until} in {wall_time(result.seconds)}")
         self.status.object = (f"Forked at {self.state.hours(result.start):.2f} h, {ran}."
                               f"{_shortfalls(result)}")
