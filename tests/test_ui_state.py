@@ -316,6 +316,25 @@ def test_engine_history_draws_the_jobs_in_the_view_now(forget_test_engine):
 
 
 
+def test_engine_lines_mark_only_the_points_no_line_draws():
+    """A job's line over time has a marker only where no line can show the value (a point
+    with no neighbour: a job seen in one sample, the first round after a switch); a marker on
+    every point scattered dots over the lines of a dozen jobs."""
+    import numpy as np
+
+    from workbench.ui.views.engines import _Lines
+
+    lines = _Lines("growth over time", "h")
+    nan = float("nan")
+    x = np.arange(6.0)
+    lines.set(x, {"a": np.array([1, nan, 2, 3, nan, 4]), "b": np.array([nan] * 5 + [7.0]),
+                  "c": np.array([1.0, 2, 3, 4, 5, 6])})
+    points = lines.points.data
+    assert list(points["x"]) == [0.0, 5.0, 5.0] and list(points["y"]) == [1.0, 4.0, 7.0]
+    assert len(set(points["colour"][:2])) == 1 and points["colour"][2] != points["colour"][0]
+    assert len(lines.source.data["xs"]) == 3  # every series still a line
+
+
 def test_a_bar_standing_for_no_jobs_is_no_line_over_time():
     """Tiresias's hours to the next queue is one bar "(no running job drops a queue)" when no
     job will drop one: drawn now, it was also a line over time in the chart's legend, beside

@@ -186,7 +186,8 @@ class _Lines:
                      tools="pan,wheel_zoom,reset", toolbar_location="above")
         r = fig.multi_line("xs", "ys", source=self.source, line_color="colour", line_width=2,
                            legend_field="name")
-        # markers too: a line of one point (the first round after a switch) draws nothing
+        # markers where a line cannot show a value: a point with no neighbour (the first round
+        # after a switch, a job seen in one sample); on every point they hid the lines
         fig.scatter("x", "y", source=self.points, color="colour", size=5)
         fig.add_tools(HoverTool(renderers=[r], tooltips=[("", "@name")]))
         # beside the plot, not on it: inside, it hid the lines; and compact: a dozen jobs
@@ -204,10 +205,21 @@ class _Lines:
         ys = [np.asarray(series[n], dtype=float) for n in names]
         colours = [Category10_10[k % 10] for k in range(len(names))]
         self.source.data = {"xs": xs, "ys": ys, "name": names, "colour": colours}
+        alone = [_isolated(y) for y in ys]
         self.points.data = {
-            "x": np.concatenate(xs) if xs else np.zeros(0),
-            "y": np.concatenate(ys) if ys else np.zeros(0),
-            "colour": [c for c, x in zip(colours, xs) for _ in range(len(x))]}
+            "x": np.concatenate([np.asarray(x)[a] for x, a in zip(xs, alone)]) if xs else
+            np.zeros(0),
+            "y": np.concatenate([y[a] for y, a in zip(ys, alone)]) if ys else np.zeros(0),
+            "colour": [c for c, a in zip(colours, alone) for _ in range(int(a.sum()))]}
+
+
+def _isolated(y: np.ndarray) -> np.ndarray:
+    """The values of a line with no value beside them (NaN or the end on both sides): a line
+    through them draws nothing."""
+    known = np.isfinite(y)
+    before = np.concatenate(([False], known[:-1]))
+    after = np.concatenate((known[1:], [False]))
+    return known & ~before & ~after
 
 
 class _Bars:
