@@ -31,6 +31,8 @@ from ._tables import table
 OWN_PLACEMENT = "(engine's own)"
 CONFIRM_LABEL = "switch anyway, despite the predicted harm"
 TABLE_WIDTH = 330  # px: a preview's table at its narrowest beside the other
+ALERT_CSS = (":host(.alert) { padding: 6px 12px; } p { margin: 2px 0; }"
+             " ul { margin: 2px 0; padding-left: 20px; }")
 
 
 class SwitchPanel:
@@ -56,8 +58,9 @@ class SwitchPanel:
         self.preview_text = Markdown("", margin=(0, 10), sizing_mode="stretch_width")
         self.age = Markdown("", margin=(0, 10), sizing_mode="stretch_width",
                                     styles={"color": "#555"})
+        # tight: with the Markdown's own margins two bullets took 90 px of a narrow column
         self.warning = Alert("", alert_type="danger", visible=False,
-                                     sizing_mode="stretch_width")
+                             sizing_mode="stretch_width", stylesheets=[ALERT_CSS])
         self.confirm = pn.widgets.Checkbox(label=CONFIRM_LABEL, value=False, visible=False,
                                            css_classes=["confirm-harm"])
         self.confirm.param.watch(lambda e: self._buttons(), "value")
