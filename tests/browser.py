@@ -127,8 +127,10 @@ class Page:
         return self.page.evaluate(code)
 
     def source(self, name: str, column: str) -> list:
-        return self.js(f"() => Array.from(Bokeh.documents[0].get_model_by_name('{name}')"
-                       f".data['{column}'])")
+        """A column of the data source `name`; [] while no view shows it yet (a tab's models
+        reach the page when the tab is first shown)."""
+        return self.js(f"() => (m => m ? Array.from(m.data['{column}']) : [])"
+                       f"(Bokeh.documents[0].get_model_by_name('{name}'))")
 
     def table_facts(self, css_class: str, field: str) -> dict:
         """For a failure's message: the rows the browser's model of the table `css_class` holds,

@@ -62,8 +62,7 @@ def test_cluster_view_and_forecasts_update_while_running(browser, server, screen
                    what="forecasts to change as the run goes on")
         p.page.screenshot(path=str(screenshots / "ui-forecasts.png"), full_page=True)
         p.tab("Timeline")
-        time.sleep(1.5)
-        assert len(p.source("timeline", "time_h")) > 3
+        assert p.wait_for(lambda: len(p.source("timeline", "time_h")) > 3, what="the timeline")
         p.page.screenshot(path=str(screenshots / "ui-timeline.png"), full_page=True)
         assert p.errors == []
     finally:
