@@ -133,7 +133,7 @@ def run_metrics(backend, timeline: Sequence | None = None) -> dict[str, Any]:
     run's `timeline` (the Recorder's samples) when given."""
     if getattr(backend, "finished_left_out", 0):
         raise ValueError(f"this copy of the run left out {backend.finished_left_out} finished"
-                         " jobs (`for_look_ahead`): its whole-run metrics would be wrong")
+                         " jobs (`pickled_without_settled`): its whole-run metrics would be wrong")
     out = job_metrics(backend.jobs.values())
     out.update(usage_metrics(backend.usage))
     if timeline is not None:

@@ -108,15 +108,14 @@ def aged(fork: T) -> T:
 
 def on_executor(executor: Executor | None, task: Callable[..., T], base: Forkable | bytes,
                 args: Sequence[tuple], hand_over: bool = False,
-                stop: StopRequest | None = None, done: Callable[[int], None] | None = None,
-                settled_by: float | None = None) -> list[T | None]:
+                stop: StopRequest | None = None, done: Callable[[int], None] | None = None
+                ) -> list[T | None]:
     """`task(base, *a)` for each `a` of `args`, in order: one after another here (None), or
     side by side on `executor` with `base` pickled once (bytes: `fork_blob`'s already).
     `hand_over`: `base` is not needed afterwards, so the last task here runs on it rather
     than on a copy (`HandedOver`; not for bytes, which every task unpickles).
     `stop`: once asked, tasks not yet started never start (None in their place); `done(i,
-    result)` is called as task i ends. `settled_by`: the tasks read no job finished by then
-    (`fork_blob` leaves them out of what it sends)."""
+    result)` is called as task i ends."""
     if executor is None or not picklable(args):
         last = HandedOver(base) if hand_over and args and not isinstance(base, bytes) else base
         results: list[T | None] = []
@@ -126,7 +125,7 @@ def on_executor(executor: Executor | None, task: Callable[..., T], base: Forkabl
             if done is not None and results[-1] is not None:
                 done(i, results[-1])
         return results
-    blob = base if isinstance(base, bytes) else fork_blob(base, settled_by)
+    blob = base if isinstance(base, bytes) else fork_blob(base)
     futures = [executor.submit(task, blob, *a) for a in args]
     index = {f: i for i, f in enumerate(futures)}
     pending = set(futures)
@@ -349,16 +348,16 @@ def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: f
         keep = copy.deepcopy(current)  # keeps the engine's learning state
     except Exception:  # noqa: BLE001 - an engine that cannot be copied starts afresh
         keep = make_policy(current.name)
-    # forked now: on a pool the present is pickled now instead (the pickle is the copy; at
-    # Philly scale a fork and then its pickle took 0.2 s each)
+    # forked now: on a pool a simulator's present is pickled now instead (the pickle is the
+    # copy; at Philly scale a fork and then its pickle took 0.2 s each), without the jobs no
+    # side reads (those finished by the last round)
     pickled = executor is not None and isinstance(backend, Forkable)
     base, taken = (backend, None) if pickled else look_ahead_base(backend, current.name)
     start = base.now
     base_usage = copy.copy(base.usage)
     gone = Finished.at(base)
-    settled_by = start if last_round is None else min(start, last_round)
-    if pickled:
-        base = fork_blob(backend, settled_by)
+    if executor is not None:
+        base = fork_blob(base, start if last_round is None else min(start, last_round))
     ran: list[bool] = []
     cur, new = current.name, candidate.name
 
@@ -369,7 +368,7 @@ def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: f
             executor, preview_side, base,
             [(cur, keep, start, horizon, base_usage, last_round, gone),
              (new, candidate, start, horizon, base_usage, None, gone)],
-            hand_over=True, settled_by=settled_by)
+            hand_over=True)
         changes = job_changes(jobs_a, jobs_b, cur, new, start)
         decisions = pd.DataFrame(acts_a + acts_b, columns=DECISION_COLUMNS)
         return SwitchPreview(cur, new, start, horizon, pd.DataFrame([row_a, row_b]), changes,
