@@ -205,17 +205,28 @@ class OptimusPolicy(Policy):
         """Workers per job (0: none), from scratch: minimums oldest first, then the largest
         gain one worker at a time; a tie goes to the older job (Python's `max` over the
         artifact's dict in arrival order)."""
-        alloc = {j.name: 0 for j in jobs}
-        caps = {j.name: self.cap(j) for j in jobs}
-        remaining = [self.remaining_iterations(j) for j in jobs]  # fixed for the round
-        heap: list[tuple[float, int, int]] = []
+        alloc = dict.fromkeys([j.name for j in jobs], 0)
+        given: list[int] = []
         for i, job in enumerate(jobs):  # artifact optimus.py: minimums before any gain
             need = job.spec.worker_demand.gpu * job.spec.min_workers
             if need > gpus + 1e-9:
                 continue
             alloc[job.name] = job.spec.min_workers
             gpus -= need
-            self._push(heap, i, job, alloc[job.name], caps[job.name], gpus, gpus_per_node,
+            given.append(i)
+        if gpus <= 1e-9:
+            return alloc  # typical on a busy cluster: no worker left to give by gain
+        # Each job's next worker, queued after the minimums rather than as each is given: an
+        # entry queued then with more GPUs left but needing more than are left now would be
+        # skipped when popped, so the same workers go to the same jobs. Caps and remaining
+        # iterations are fixed for the round.
+        caps: dict[int, int] = {}
+        remaining: dict[int, float] = {}
+        heap: list[tuple[float, int, int]] = []
+        for i in given:
+            job = jobs[i]
+            caps[i], remaining[i] = self.cap(job), self.remaining_iterations(job)
+            self._push(heap, i, job, alloc[job.name], caps[i], gpus, gpus_per_node,
                        remaining[i])
         while heap and gpus > 1e-9:
             _, i, w = heapq.heappop(heap)
@@ -224,7 +235,7 @@ class OptimusPolicy(Policy):
             if g > gpus + 1e-9:
                 continue
             alloc[job.name] = w + 1
-            self._push(heap, i, job, w + 1, caps[job.name], gpus, gpus_per_node, remaining[i])
+            self._push(heap, i, job, w + 1, caps[i], gpus, gpus_per_node, remaining[i])
             gpus -= g
         return alloc
 
