@@ -196,6 +196,12 @@ def column_fields(p: Page, table: str) -> list[str]:
         "els => els.map(e => e.getAttribute('tabulator-field'))")
 
 
+def column_titles(p: Page, table: str) -> list[str]:
+    """The titles of `table`'s columns, in order (hidden ones too)."""
+    return p.page.locator(f".{table} .tabulator-col[tabulator-field] .tabulator-col-title"
+                          ).evaluate_all("els => els.map(e => e.textContent.trim())")
+
+
 def scrolled_to_the_end(p: Page, css_class: str, field: str) -> list:
     """Scroll each table of `css_class` wider than its place to its right end; per table, its
     holder's (left, right) and each `field` cell's (text, left, right) then (a frozen column's

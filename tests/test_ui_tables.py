@@ -19,6 +19,7 @@ pytestmark = pytest.mark.ui
 from browser import (
     Page,
     column_fields,
+    column_titles,
     cut_cells,
     cut_titles,
     out_of_view,
@@ -368,13 +369,19 @@ def _preview_changes_whole(p: Page) -> None:
             select.select_option(engine)
             p.page.wait_for_selector(f"text=/If you switch \\S+ → {engine} now/",
                                      timeout=60_000)
-            # the table may show Tabulator's own '_index' column for a moment before its data
-            fields = p.wait_for(lambda e=engine: (f := [
-                f for f in column_fields(p, "preview-changes") if f not in ("job", "_index")])
-                and e in f and f, what=f"the changed jobs under {engine}")
-            for field in fields:
+            # the engines' outcomes in columns that never change (a change of columns made
+            # the browser build the table anew), the engines named in the summary's first row
+            assert p.wait_for(lambda e=engine: _column(p, "preview-summary", "candidate")[:1]
+                              == [e], what=f"the summary of {engine}")
+            assert _column(p, "preview-summary", "current")[:1] == ["tiresias"]
+            # (Tabulator's own '_index' column, hidden, may come and go)
+            assert [(f, t) for f, t in zip(column_fields(p, "preview-changes"),
+                                           column_titles(p, "preview-changes"))
+                    if f != "_index"] == [("job", "job"), ("current", "if kept"),
+                                          ("candidate", "if switched")]
+            for field in ("job", "current", "candidate"):
                 assert cut_cells(p, "preview-changes", field) == [], (engine, field)
-            texts = _column(p, "preview-changes", engine)
+            texts = _column(p, "preview-changes", "candidate")
             assert any(len(t) >= 16 for t in texts), texts  # 'pending, 0% done'
             cells, box = _right_edges(p, "preview-changes")
             assert cells <= box + 1, (engine, cells, box)

@@ -86,24 +86,31 @@ def _header(state: WorkbenchState) -> pn.pane.HTML:
     return HTML(_header_html(state), sizing_mode="stretch_width", margin=(5, 10))
 
 
+BUSY_CSS = """
+.busy { display: inline-flex; align-items: center; gap: 6px; font-size: 13px; }
+.busy .spin { width: 14px; height: 14px; border-radius: 50%; border: 3px solid #d0d7e2;
+              border-top-color: #0072b5; animation: busy-spin 0.9s linear infinite; }
+@keyframes busy-spin { to { transform: rotate(360deg); } }
+"""
+
+
 class BusyIndicator:
     """A spinner and a line saying what the store computes in the background (a switch
-    preview, a what-if), shown only while something runs."""
+    preview, a what-if), there only while something runs. Both are the text of one pane:
+    a change of a pane's visibility or classes makes the browser lay out the whole console
+    again, every chart of every tab (~0.2 s each time), a change of its text does not."""
 
     def __init__(self) -> None:
-        self.spinner = pn.indicators.LoadingSpinner(value=False, size=22, color="primary",
-                                                    bgcolor="light", align="center")
-        self.text = HTML("", margin=(0, 6), align="center", css_classes=["busy-text"])
-        self.panel = pn.Row(self.spinner, self.text, visible=False, margin=(0, 10))
+        self.panel = HTML("", margin=(0, 10), align="center", css_classes=["busy-text"],
+                          stylesheets=[BUSY_CSS])
         self._shown = ""
 
     def show(self, what: str) -> None:
         if what == self._shown:
             return
         self._shown = what
-        self.spinner.value = bool(what)
-        self.text.object = f"<i>working: {what}…</i>" if what else ""
-        self.panel.visible = bool(what)
+        self.panel.object = (f'<span class="busy"><span class="spin"></span>'
+                             f"<i>working: {html.escape(what)}…</i></span>") if what else ""
 
 
 class Console:

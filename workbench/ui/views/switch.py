@@ -13,6 +13,7 @@ the simulator (seconds of CPU at Philly scale): a session that may not change th
 from __future__ import annotations
 
 import asyncio
+import html
 from collections.abc import Callable
 
 import pandas as pd
@@ -25,14 +26,17 @@ from ...whatif import SwitchPreview
 from ..state import WorkbenchState
 from ._base import in_session
 from ._charts import wrapping_row
-from ._panes import Alert, Markdown
+from ._panes import HTML, Markdown
 from ._tables import table
 
 OWN_PLACEMENT = "(engine's own)"
 CONFIRM_LABEL = "switch anyway, despite the predicted harm"
 TABLE_WIDTH = 330  # px: a preview's table at its narrowest beside the other
-ALERT_CSS = (":host(.alert) { padding: 6px 12px; } p { margin: 2px 0; }"
-             " ul { margin: 2px 0; padding-left: 20px; }")
+# the harm alert's box, drawn by its text (Bootstrap's "danger" colours), tight: two bullets
+# took 90 px of the narrow control column with a Markdown's own margins
+HARM_CSS = (".harm { color: #842029; background: #f8d7da; border: 1px solid #f5c2c7;"
+            " border-radius: 4px; padding: 6px 12px; } .harm p { margin: 2px 0; }"
+            " .harm ul { margin: 2px 0; padding-left: 20px; }")
 
 
 class SwitchPanel:
@@ -58,18 +62,24 @@ class SwitchPanel:
         self.preview_text = Markdown("", margin=(0, 10), sizing_mode="stretch_width")
         self.age = Markdown("", margin=(0, 10), sizing_mode="stretch_width",
                                     styles={"color": "#555"})
-        # tight: with the Markdown's own margins two bullets took 90 px of a narrow column
-        self.warning = Alert("", alert_type="danger", visible=False,
-                             sizing_mode="stretch_width", stylesheets=[ALERT_CSS])
+        # What a preview changes is text where it can be: a change of a pane's visibility,
+        # classes or children makes the browser lay out the whole console again, every
+        # chart of every tab (0.15-0.3 s each), a change of its text does not. So the harm
+        # alert is drawn by its text, the buttons stay (disabled until there is a choice),
+        # and the tables show and hide together.
+        self.warning = HTML("", margin=(0, 10), sizing_mode="stretch_width",
+                            stylesheets=[HARM_CSS], css_classes=["harm-alert"])
         self.confirm = pn.widgets.Checkbox(label=CONFIRM_LABEL, value=False, visible=False,
                                            css_classes=["confirm-harm"])
         self.confirm.param.watch(lambda e: self._buttons(), "value")
+        # The tables' columns never change: a change of columns made the browser build its
+        # table anew (and a second change while it built threw); the engines' names are
+        # the summary's first row.
         self.preview_table = pn.widgets.Tabulator(
-            pd.DataFrame(), show_index=False, disabled=True, visible=False,
+            pd.DataFrame(columns=SUMMARY_COLUMNS), show_index=False, disabled=True,
             sizing_mode="stretch_width", layout="fit_data_stretch",
-            css_classes=["preview-summary"])
-        self.preview_changes = _changes_table(pd.DataFrame())
-        self.preview_changes.visible = False
+            css_classes=["preview-summary"], titles=OUTCOME_TITLES)
+        self.preview_changes = _changes_table(pd.DataFrame(columns=CHANGES_COLUMNS))
         self.apply = pn.widgets.Button(label="Apply switch", color="primary", width=120,
                                        disabled=True)
         self.recompute = pn.widgets.Button(label="Recompute", width=100, disabled=True)
@@ -77,7 +87,7 @@ class SwitchPanel:
         self.apply.on_click(self._on_apply)
         self.recompute.on_click(self._on_recompute)
         self.cancel.on_click(lambda e: self.reset())
-        self.buttons = pn.Row(self.apply, self.recompute, self.cancel, visible=False)
+        self.buttons = pn.Row(self.apply, self.recompute, self.cancel)
         # the two tables side by side where the preview has the width (the controls alone on
         # a line): one above the other, they pushed the tabs 1,200 px down a 930 px window
         # (each in a Column: a table's own styles do not reach the row's flex box)
@@ -85,6 +95,7 @@ class SwitchPanel:
             (pn.Column(self.preview_table, sizing_mode="stretch_width"), f"1 1 {TABLE_WIDTH}px"),
             (pn.Column(self.preview_changes, sizing_mode="stretch_width"),
              f"1 1 {TABLE_WIDTH}px"))
+        self.tables.visible = False
         self.on_show: Callable[[bool], None] = lambda shown: None  # a preview shown, or gone
         self.panel = pn.Column(
             pn.Row(self.candidate, self.placement), self.preview_text, self.age, self.warning,
@@ -156,8 +167,8 @@ class SwitchPanel:
         self.preview = p
         self.confirm.value = False
         if p is None:
-            self.preview_table.visible = self.preview_changes.visible = False
-            self.warning.visible = self.confirm.visible = False
+            self.tables.visible = self.confirm.visible = False
+            self.warning.object = ""
             self.age.object = ""
             self.preview_text.object = ""
             self._buttons()
@@ -170,17 +181,11 @@ class SwitchPanel:
                                     " Below: the two engines side by side, then the jobs whose"
                                     " outcome changes most.")
         warnings = p.warnings()
-        self.warning.object = ("**The switch is predicted to do harm:**\n\n"
-                               + "\n".join(f"- {w}" for w in warnings))
-        self.warning.visible = self.confirm.visible = bool(warnings)
-        self.preview_table.value = p.comparison()
-        if list(p.changes.columns) == list(self.preview_changes.value.columns):
-            self.preview_changes.value = p.changes
-        else:  # its columns are the two engines': a table of their own (their text wraps)
-            fresh = _changes_table(p.changes)
-            self.tables[1].objects = [fresh]
-            self.preview_changes = fresh
-        self.preview_table.visible = self.preview_changes.visible = True
+        self.warning.object = harm_html(warnings)
+        self.confirm.visible = bool(warnings)
+        self.preview_table.value = summary_rows(p)
+        self.preview_changes.value = p.changes.set_axis(CHANGES_COLUMNS, axis=1)
+        self.tables.visible = True
         self.sync()
         self._buttons()
 
@@ -204,7 +209,6 @@ class SwitchPanel:
         self.apply.disabled = not (ok and chosen and forecast_ok and confirmed)
         self.recompute.disabled = not (ok and self.preview is not None)
         self.cancel.disabled = not self.choice
-        self.buttons.visible = bool(self.choice)  # nothing to apply until an engine is chosen
 
     def lock(self, locked: bool) -> None:
         """A session that may not change the cluster may not choose (or preview) a switch."""
@@ -262,8 +266,32 @@ def _where(p: SwitchPreview) -> str:
         "a simulator restored from a snapshot of the cluster"
 
 
+# The preview tables' fields: `comparison`'s and `job_changes`'s, the engines' columns under
+# fixed names, titled by their role
+SUMMARY_COLUMNS = ["over the horizon", "current", "candidate"]
+CHANGES_COLUMNS = ["job", "current", "candidate"]
+OUTCOME_TITLES = {"current": "if kept", "candidate": "if switched"}
+
+
+def summary_rows(p: SwitchPreview) -> pd.DataFrame:
+    """`p.comparison()` under `SUMMARY_COLUMNS`, the engines' names its first row."""
+    engines = pd.DataFrame([["engine", p.current, p.candidate]], columns=SUMMARY_COLUMNS)
+    return pd.concat([engines, p.comparison().set_axis(SUMMARY_COLUMNS, axis=1)],
+                     ignore_index=True)
+
+
 def _changes_table(changes: pd.DataFrame) -> pn.widgets.Tabulator:
-    """The jobs whose outcome changes most, each engine's outcome wrapped in its cell: sized to
-    its data, 'restarting, 37% done' ran past the sidebar's edge and was cut."""
-    return table(changes, wrap=list(changes.columns), pagination="local", page_size=6,
-                 name="preview-changes")
+    """The jobs whose outcome changes most (`CHANGES_COLUMNS`), each engine's outcome wrapped
+    in its cell: sized to its data, 'restarting, 37% done' ran past the sidebar's edge and was
+    cut."""
+    return table(changes, wrap=CHANGES_COLUMNS, pagination="local", page_size=6,
+                 name="preview-changes", titles=OUTCOME_TITLES)
+
+
+def harm_html(warnings: list[str]) -> str:
+    """The harm alert's text: a box with the predicted harms as bullets ("" for none)."""
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
+    return (f'<div class="harm"><p><b>The switch is predicted to do harm:</b></p>'
+            f"<ul>{items}</ul></div>")
