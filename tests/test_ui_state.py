@@ -600,3 +600,18 @@ def test_an_engines_queue_table_says_it_is_the_head_of_a_longer_queue():
     assert waiting > ROWS
     assert view.blocks["queue"].title.object.endswith(f": the first {ROWS} of {waiting:,}")
     assert len(view.blocks["queue"].table.value) == ROWS
+
+
+def test_the_busy_indicator_changes_only_its_text():
+    """The busy indicator is one pane's text (a change of visibility or classes made the
+    browser lay out every chart of every tab again, twice per preview): shown, hidden, its
+    words escaped."""
+    from workbench.ui.app import BusyIndicator
+
+    busy = BusyIndicator()
+    assert busy.panel.object == "" and busy.panel.visible
+    busy.show("what-if of 13 <engines>")
+    assert "working: what-if of 13 &lt;engines&gt;…" in busy.panel.object
+    assert 'class="spin"' in busy.panel.object and busy.panel.visible
+    busy.show("")
+    assert busy.panel.object == "" and busy.panel.visible

@@ -198,7 +198,8 @@ def test_a_harmful_switch_needs_confirmation():
     sw.candidate.value = "dl2"
     p = settle(sw)
     assert p is not None and p.harmful
-    assert sw.warning.visible and "cannot run most of this workload" in sw.warning.object
+    assert "predicted to do harm" in sw.warning.object  # the alert is its pane's text
+    assert "cannot run most of this workload" in sw.warning.object
     assert sw.confirm.visible and sw.apply.disabled  # not until the operator confirms
     assert "Computed for 1.4" in sw.age.object and "as it is now" in sw.age.object
     sw.apply_choice()  # what a browser could send anyway: refused on the server
@@ -635,3 +636,26 @@ def test_wall_times_read_as_the_status_line_says_them():
 
     assert [wall_time(s) for s in (0.001, 12.3456, 45, 59.6, 60, 200, 330.2)] == [
         "0.001 s", "12.3 s", "45 s", "1 min", "1 min", "3 min 20 s", "5 min 30 s"]
+
+
+def test_a_preview_changes_text_and_rows_not_the_layout():
+    """Showing a preview sets text and table rows; what makes the browser lay the whole console
+    out again (a model's visibility, classes, children or a table's columns) changes once:
+    the tables appear. Another candidate keeps the tables' columns, names in the first row."""
+    store = WorkbenchState.from_workload()
+    store.advance(1.44 * 3600)
+    sw = console(store).controls.switch
+    assert sw.buttons.visible and sw.apply.disabled and not sw.tables.visible
+    columns = (list(sw.preview_table.value.columns), list(sw.preview_changes.value.columns))
+    changes_table = sw.preview_changes
+    for engine in ("dl2", "fifo"):
+        sw.candidate.value = engine
+        p = settle(sw)
+        assert p is not None and sw.tables.visible and sw.preview_changes is changes_table
+        assert (list(sw.preview_table.value.columns),
+                list(sw.preview_changes.value.columns)) == columns
+        assert sw.preview_table.value.iloc[0].tolist() == ["engine", "tiresias", engine]
+        assert sw.preview_table.titles == {"current": "if kept", "candidate": "if switched"}
+        assert bool(sw.warning.object) == p.harmful == sw.confirm.visible
+    sw.reset()
+    assert not sw.tables.visible and sw.warning.object == "" and not sw.confirm.visible
