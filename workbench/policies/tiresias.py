@@ -26,7 +26,6 @@ import bisect
 import heapq
 import itertools
 import math
-from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from ..model import Action, ClusterState, JobState, JobStatus, Place, Suspend, Wait
@@ -258,22 +257,34 @@ class TiresiasPolicy(Policy):
         walk the whole of a long queue). Returns the waiting jobs chosen to start, the placed
         entries of a run that does not fit whole, and the end of the last run walked: every
         entry after it loses its GPUs too (the runs cover the ranking in order)."""
-        placed = self._view.placed
+        v, thresholds = self._view, self.queue_thresholds
+        placed = v.placed
         starting: list[JobStatus] = []
         dropped: list[Ranked] = []
         used, walked = 0.0, 0
-        for q in range(len(self.queue_thresholds) + 1):
+        for q in range(len(thresholds) + 1):
             i, n = bisect.bisect_left(placed, (q,)), bisect.bisect_left(placed, (q + 1,))
+            # queue q's waiting jobs as (queue, entered, arrival, name, job), in queue order:
+            # the first queue's as built this round, a lower queue's from its kept list
             if q == 0:
-                waiting = [((0, j.spec.arrival, j.spec.arrival, j.name), j)
-                           for j in self._first_queue_waiting(skip, left)]
+                waiting, k = self._first_queue_waiting(skip, left), 0
             else:
-                waiting = self._low_waiting(q)
-            for key, job in waiting:  # in queue order, of queue q only; merged with its placed jobs
+                waiting, k = v.low, bisect.bisect_left(v.low, (q,))
+            while k < len(waiting):  # merged with queue q's run of placed jobs
+                entry = waiting[k]
+                job = entry[4]
+                if entry[0] != q:
+                    break
+                if q and (job.state not in _WAITING or  # a stale entry, dropped as met
+                          bisect.bisect_right(thresholds, job.attained_service) != q):
+                    v.low_names.discard(job.name)
+                    del waiting[k]
+                    continue
+                k += 1
                 if job.name in skip:
                     continue
                 start = i
-                i = bisect.bisect_left(placed, key, i, n)
+                i = bisect.bisect_left(placed, entry[:4], i, n)
                 if i > start:
                     used, walked = self._keep_run(start, i, used, room, dropped), i
                     if used >= full:
@@ -306,8 +317,9 @@ class TiresiasPolicy(Policy):
                 dropped.append(p)
         return used
 
-    def _first_queue_waiting(self, skip: set[str], left: list[JobStatus]) -> list[JobStatus]:
-        """The waiting jobs of the first queue, in arrival order, without walking a long queue
+    def _first_queue_waiting(self, skip: set[str], left: list[JobStatus]) -> list[tuple]:
+        """The waiting jobs of the first queue in arrival order, each as its key and itself
+        (0, arrival, arrival, name, job) (its `entered` is its arrival), without walking a long queue
         of jobs that have had their service: arrivals since the last round, plus the jobs that
         held GPUs and wait again (preempted here, or sent back by a node failure), plus those
         still waiting from before; everything on the first round and when the cluster's
@@ -323,7 +335,8 @@ class TiresiasPolicy(Policy):
                 and j.attained_service < first]
         v.waiting0 = {j.name: j for j in live}
         # by (arrival, name): names are unique, so the tuples never compare the jobs
-        return [j for _, _, j in sorted([(j.spec.arrival, j.name, j) for j in live])]
+        return [(0, a, a, name, j) for a, name, j in sorted([(j.spec.arrival, j.name, j)
+                                                             for j in live])]
 
     def _track_low(self, state: ClusterState, left: list[JobStatus]) -> None:
         """Keep the waiting jobs of the lower queues sorted by (queue, entered, arrival): the
@@ -343,34 +356,12 @@ class TiresiasPolicy(Policy):
                                       job))
                 v.low_names.add(job.name)
 
-    def _low_waiting(self, q: int) -> Iterator[tuple[tuple, JobStatus]]:
-        """The waiting jobs of lower queue `q` in the order they entered it, each with its key
-        (queue, entered, arrival, name) (stale entries, jobs no longer waiting, are dropped as
-        they are met)."""
-        v, thresholds = self._view, self.queue_thresholds
-        low = v.low
-        i = bisect.bisect_left(low, (q,))
-        while i < len(low):
-            entry = low[i]
-            if entry[0] != q:
-                break
-            job = entry[4]
-            if job.state not in _WAITING or \
-                    bisect.bisect_right(thresholds, job.attained_service) != q:  # `queue_of`
-                v.low_names.discard(job.name)
-                del low[i]
-                continue
-            # the entry's time is `_entered(job, q, ...)`: it stays while the job waits in q
-            yield entry[:4], job
-            i += 1
-
-    def _start_low(self, job: JobStatus) -> None:
-        """A lower-queue job placed this round leaves the waiting list (a refused placement
-        brings it back through `left`)."""
+    def _start_low(self, job: JobStatus, q: int) -> None:
+        """A lower-queue job placed this round (in queue `q`) leaves the waiting list (a
+        refused placement brings it back through `left`)."""
         v = self._view
         if job.name in v.low_names:
             v.low_names.discard(job.name)
-            q = self.queue_of(job)
             key = (q, self._entered(job, q, 0.0), job.spec.arrival, job.name)
             i = bisect.bisect_left(v.low, key)
             if i < len(v.low) and v.low[i][3] == job.name:
@@ -423,10 +414,11 @@ class TiresiasPolicy(Policy):
             workers, ps = placement
             ledger.take(workers, job.spec.worker_demand)
             ledger.take(ps, job.spec.ps_demand)
-            self._start_low(job)
+            q = self.queue_of(job)
+            self._start_low(job, q)
             v.started.append(job)
-            actions.append(Place(job.name, f"started: queue {self.queue_of(job)}, least attained"
-                                 " service first", workers, ps))
+            actions.append(Place(job.name, f"started: queue {q}, least attained service first",
+                                 workers, ps))
         if v.arrivals.checked:
             actions += self._arrival_reasons(rejected, starting)
         return actions
