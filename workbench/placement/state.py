@@ -333,10 +333,14 @@ def free_milli(state: ClusterState) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         gpu_frac = np.full((len(state.nodes), 0), np.nan)
     free = state.free
     up = np.asarray(state.node_up, dtype=bool)
-    cpu = np.maximum(np.round(free[:, CPU] * MILLI), 0).astype(np.int64)
-    mem = np.maximum(np.round(free[:, MEM] * 1024), 0).astype(np.int64)
-    milli = np.where(~np.isnan(gpu_frac) & up[:, None], np.round(np.nan_to_num(gpu_frac) * MILLI), 0)
-    return cpu, mem, np.clip(milli, 0, MILLI).astype(np.int64)
+    cpu = np.maximum((free[:, CPU] * MILLI).round(), 0).astype(np.int64)
+    mem = np.maximum((free[:, MEM] * 1024).round(), 0).astype(np.int64)
+    # 0 where there is no GPU or the node is down, then rounded and clipped to [0, MILLI]:
+    # the array methods and ufuncs of `round`/`nan_to_num`/`clip` without their Python
+    # wrappers (this runs at every timeline sample)
+    valid = ~np.isnan(gpu_frac) & up[:, None]
+    milli = (np.where(valid, gpu_frac, 0.0) * MILLI).round()
+    return cpu, mem, np.minimum(np.maximum(milli, 0.0), MILLI).astype(np.int64)
 
 
 def _gpu_counts(state: ClusterState) -> np.ndarray:

@@ -469,8 +469,19 @@ class SimBackend:
         if job.throughput > 0:
             remaining = max(job.spec.total_work - job.progress, 0.0)  # `remaining_work`
             self._seq += 1  # `_push`, inlined
-            heapq.heappush(self._completions,
-                           (self._now + remaining / job.throughput, self._seq, name, v))
+            heap = self._completions
+            heapq.heappush(heap, (self._now + remaining / job.throughput, self._seq, name, v))
+            if len(heap) > 4 * len(self._running) + 64:
+                self._drop_stale(heap)
+
+    def _drop_stale(self, heap: list) -> None:
+        """Remove the entries of an event heap that are no longer the job's (an older version):
+        a preempted job's completion would otherwise stay until its time, and the Philly
+        replay's heap held ~2,600 entries for ~170 running jobs. The live entries pop in the
+        same order (time, then a unique sequence number)."""
+        version = self._version
+        heap[:] = [e for e in heap if version.get(e[2]) == e[3]]
+        heapq.heapify(heap)
 
     def _complete(self, job: JobStatus) -> None:
         job.catch_up()  # `_sync` without the checkpoint: a finished job never resumes
