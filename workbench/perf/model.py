@@ -225,7 +225,8 @@ class PerfModel:
         not depend on where the tasks are nor on spec.batch_size (one measured batch per model).
         """
         if len(workers) == 1:  # most placements: one node (the same tuple, without sorting)
-            counts = tuple(c for c in workers.values() if c > 0)
+            (c,) = workers.values()
+            counts = (c,) if c > 0 else ()
         else:
             counts = tuple(sorted((c for c in workers.values() if c > 0), reverse=True))
         if not counts:

@@ -114,13 +114,16 @@ class TiresiasPolicy(Policy):
         # `_crossing` of every job holding GPUs, inlined: a state seen by no round (the
         # controller's sample after a round's actions) costs ~150 of these
         thresholds, now, best = self.queue_thresholds, state.now, math.inf
+        last = len(thresholds)
         for job in state.iter_placed():
             if job.state is _HOLDING:
                 continue
             service = job.attained_service
             q = bisect.bisect_right(thresholds, service)
-            rate = job.spec.worker_demand.gpu * job.num_workers
-            if q < len(thresholds) and rate > 0:
+            if q == last:  # in the last queue: never crosses (its rate is not needed)
+                continue
+            rate = job.spec.worker_demand.gpu * sum(job.workers.values())  # `num_workers`
+            if rate > 0:
                 crossing = now + (thresholds[q] - service) / rate
                 if crossing < best:
                     best = crossing

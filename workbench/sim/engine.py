@@ -607,6 +607,8 @@ class SimBackend:
             return ""
         if (why := refusal(job, action)) is not None:
             raise _Refused(why)
+        if isinstance(action, Place):  # the most common after Wait (the classes are disjoint)
+            return self._place(job, action)
         if isinstance(action, Admit):
             job.admitted = True
             job.reason = action.reason
@@ -630,8 +632,6 @@ class SimBackend:
             self._queue.add(job)
             job.reason = action.reason
             return ""
-        if isinstance(action, Place):
-            return self._place(job, action)
         return self._reshape(job, action)  # Scale or Migrate: refusal() let no other through
 
     def _place(self, job: JobStatus, a: Place) -> str:
