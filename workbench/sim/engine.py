@@ -685,10 +685,8 @@ class SimBackend:
             self._refresh_contention(job.nodes)
 
     def _allocate(self, job: JobStatus, workers: Placement, ps: Placement) -> None:
-        if not ps and len(workers) == 1 and not job.workers and not job.ps:
-            ((name, count),) = workers.items()
-            if count > 0 and self._allocate_on(job, name, count):
-                return
+        if not ps and not job.workers and not job.ps and self._allocate_workers(job, workers):
+            return
         try:
             need, tasks = placement_need(job.spec, workers, ps, self.nodes, self.node_index,
                                          self.node_up, self.capacity, self.allocated)
@@ -719,43 +717,54 @@ class SimBackend:
             {n: c for n, c in workers.items() if c}
         job.ps = merge_placements(job.ps, ps) if job.ps else {n: c for n, c in ps.items() if c}
 
-    def _allocate_on(self, job: JobStatus, name: str, count: int) -> bool:
-        """`_allocate` of `count` workers on node `name` for a job holding nothing, whose tasks
-        take whole GPUs (or none): most placements. The same checks and the same arithmetic
-        as `placement_need` and `_take_gpus`, in one pass. False, with nothing changed, where
-        the general path must answer (it refuses, with its reasons; or fractional GPUs)."""
+    def _allocate_workers(self, job: JobStatus, workers: Placement) -> bool:
+        """`_allocate` of workers alone for a job holding nothing, whose tasks take whole GPUs
+        (or none): most placements. The same checks and the same arithmetic as
+        `placement_need` and `_take_gpus`, each node read once. False, with nothing changed,
+        where the general path must answer (it refuses, with its reasons; or fractional GPUs
+        or an empty count)."""
         demand = job.spec.worker_demand
         g = demand.gpu
-        i = self.node_index.get(name)
-        if 0 < g < 1 or i is None or not self.node_up[i]:
+        if 0 < g < 1:
             return False
-        n_cpu, n_mem, n_gpu = float(demand.cpu) * count, float(demand.mem) * count, \
-            float(g) * count
-        u_cpu, u_mem, u_gpu = self.allocated[i].tolist()
-        c_cpu, c_mem, c_gpu = self.capacity[i].tolist()
-        if u_cpu + n_cpu > c_cpu + 1e-6 or u_mem + n_mem > c_mem + 1e-6 or \
-                u_gpu + n_gpu > c_gpu + 1e-6:
-            return False
-        taken: list[tuple[int, int, float]] = []
-        if g > 0:
-            n = int(round(g)) * count
-            row = self.gpu_free[i]
-            idx = [k for k, free in enumerate(row.tolist()) if free >= _WHOLE][:n]
-            if len(idx) < n:
+        d_cpu, d_mem, d_gpu = float(demand.cpu), float(demand.mem), float(g)
+        per = int(round(g))
+        index, up, allocated, gpu_free = self.node_index, self.node_up, self.allocated, \
+            self.gpu_free
+        plan = []  # (node, its GPUs to take, its row of allocated after)
+        for name, count in workers.items():
+            i = index.get(name)
+            if count <= 0 or i is None or not up[i]:
                 return False
-            for k in idx:
-                row[k] = 0.0
-            taken = [(i, k, 1.0) for k in idx]
+            n_cpu, n_mem, n_gpu = d_cpu * count, d_mem * count, d_gpu * count
+            u_cpu, u_mem, u_gpu = allocated[i].tolist()
+            c_cpu, c_mem, c_gpu = self.capacity[i].tolist()
+            if u_cpu + n_cpu > c_cpu + 1e-6 or u_mem + n_mem > c_mem + 1e-6 or \
+                    u_gpu + n_gpu > c_gpu + 1e-6:
+                return False
+            idx: list[int] = []
+            if g > 0:
+                n = per * count
+                idx = [k for k, free in enumerate(gpu_free[i].tolist()) if free >= _WHOLE][:n]
+                if len(idx) < n:
+                    return False
+            # the row's sums as `allocated[i, X] += x` makes them, stored at once
+            plan.append((i, idx, (u_cpu + n_cpu, u_mem + n_mem, u_gpu + n_gpu)))
+        taken: list[tuple[int, int, float]] = []
+        for i, idx, row in plan:
+            gpus = gpu_free[i]
+            for k in idx:  # one by one: a handful of scalar stores beat indexing by a list
+                gpus[k] = 0.0
+            taken += [(i, k, 1.0) for k in idx]
+            allocated[i] = row
         held = self._held.get(job.name)
         if held is None:
             self._held[job.name] = taken
         else:
             held += taken
-        # the row's sums as `allocated[i, X] += x` makes them, stored at once
-        self.allocated[i] = (u_cpu + n_cpu, u_mem + n_mem, u_gpu + n_gpu)
         self._totals = None
         self._placed[job.name] = job
-        job.workers = {name: count}
+        job.workers = dict(workers)
         return True
 
     def _take_gpus(self, i: int, g: float, count: int, job: str) -> list[tuple[int, int, float]]:
