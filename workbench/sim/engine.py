@@ -65,7 +65,8 @@ from .snapshot import MAX_RESTART_DELAY, Snapshot, take
 
 _EPS = 1e-9
 _WHOLE = 1 - _EPS  # a GPU this free is whole
-_EXACT = 2.0**40  # whole numbers below this add up exactly in any order (`_row_changed`)
+# whole numbers below this add up exactly in any order over up to 2**21 nodes (sums < 2**53)
+_EXACT = 2.0**32
 # The states the hot paths set and test, as globals: in Python 3.11 a member read through its
 # Enum class goes through `EnumType.__getattr__`'s slow path (5x a global's cost).
 _PENDING, _RESTARTING, _RUNNING, _COMPLETED = (JobState.PENDING, JobState.RESTARTING,
@@ -734,7 +735,7 @@ class SimBackend:
         per = int(round(g))
         index, up, allocated, gpu_free = self.node_index, self.node_up, self.allocated, \
             self.gpu_free
-        plan = []  # (node, its GPUs to take, its row of allocated after)
+        plan = []  # (node, its GPUs to take, its CPU and GPU before, its row of allocated after)
         for name, count in workers.items():
             i = index.get(name)
             if count <= 0 or i is None or not up[i]:
@@ -856,7 +857,7 @@ class SimBackend:
 
     def _row_changed(self, old_cpu: float, old_gpu: float, cpu: float, gpu: float) -> None:
         """Keep `_alloc_sums`, the GPU and CPU columns of `allocated` summed, in step with a
-        row that changed, while every value in them is a whole number below 2**40: such sums
+        row that changed, while every value in them is a whole number below `_EXACT`: such sums
         are exact in any order, so they equal the column sums that `_accumulate_usage` would
         add up after each change (132 k times in the Philly replay). Any other value, or a
         change made elsewhere, leaves them unknown (None) and the columns are summed again."""
