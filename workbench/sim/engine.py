@@ -732,7 +732,7 @@ class SimBackend:
         if 0 < g < 1:
             return False
         d_cpu, d_mem, d_gpu = float(demand.cpu), float(demand.mem), float(g)
-        per = int(round(g))
+        per = int(round(g))  # noqa: RUF046 - as `_take_gpus` counts them
         index, up, allocated, gpu_free = self.node_index, self.node_up, self.allocated, \
             self.gpu_free
         plan = []  # (node, its GPUs to take, its CPU and GPU before, its row of allocated after)
