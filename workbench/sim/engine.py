@@ -335,8 +335,7 @@ class SimBackend:
         i = self.node_index[node]
         self.allocated[i] += held.as_array()
         self._alloc_sums = None
-        whole = [k for k, free in enumerate(self.gpu_free[i].tolist()) if free >= 1 - _EPS]
-        self.gpu_free[i, whole[:math.ceil(held.gpu - _EPS)]] = 0.0
+        self.gpu_free[i, _whole_gpus(self.gpu_free[i], math.ceil(held.gpu - _EPS))] = 0.0
         self._totals = None
 
     def set_schedulable(self, node: str, up: bool) -> None:
@@ -749,7 +748,7 @@ class SimBackend:
             idx: list[int] = []
             if g > 0:
                 n = per * count
-                idx = [k for k, free in enumerate(gpu_free[i].tolist()) if free >= _WHOLE][:n]
+                idx = _whole_gpus(gpu_free[i], n)
                 if len(idx) < n:
                     return False
             # the row's sums as `allocated[i, X] += x` makes them, stored at once
@@ -780,7 +779,7 @@ class SimBackend:
         row = self.gpu_free[i]
         if g >= 1:  # a row is a node's few GPUs: plain Python beats numpy calls here
             n = int(round(g)) * count
-            idx = [k for k, free in enumerate(row.tolist()) if free >= _WHOLE][:n]
+            idx = _whole_gpus(row, n)
             if len(idx) < n:
                 raise _Refused(f"{job}: {self.nodes[i].name} has {len(idx)} whole GPUs free, needs {n}")
             for k in idx:  # one by one: a handful of scalar stores beat indexing by a list
@@ -946,3 +945,9 @@ def cpu_share_factors(cores: float, want: dict[str, float], weight: dict[str, fl
 
 
 __all__ = ["SimBackend", "Fault", "Usage", "Resources", "cpu_share_factors"]
+
+
+def _whole_gpus(row: np.ndarray, n: int) -> list[int]:
+    """The first `n` whole free GPUs of a node's row of free shares (fewer if it has fewer):
+    a row is a node's few GPUs, where plain Python beats numpy calls."""
+    return [k for k, free in enumerate(row.tolist()) if free >= _WHOLE][:n]
