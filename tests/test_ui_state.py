@@ -615,3 +615,35 @@ def test_the_busy_indicator_changes_only_its_text():
     assert 'class="spin"' in busy.panel.object and busy.panel.visible
     busy.show("")
     assert busy.panel.object == "" and busy.panel.visible
+
+
+def test_no_table_changes_its_configuration_when_its_rows_come():
+    """Tabulator rebuilds itself on a new configuration, and a rebuild racing the cell styles
+    of the next rows threw a page error: every table of the console keeps the configuration
+    it was first shown with, empty, once rows fill it (a what-if, a preview, a job's why)."""
+    import json
+
+    from bokeh.document import Document
+    from panel.models.tabulator import DataTabulator
+
+    from workbench.ui.app import Workbench
+
+    wb = Workbench("default", "default", "tiresias", inline=False)
+    tables = list(wb.layout.get_root(Document()).select({"type": DataTabulator}))
+    assert len(tables) >= 6, [t.css_classes for t in tables]
+    def settings(t):  # a copy as plain data
+        return json.loads(json.dumps(t.configuration, default=str))
+
+    first = {t.id: settings(t) for t in tables}
+    empty = {t.id for t in tables if not t.source.data or not len(next(iter(t.source.data.values())))}
+    wb.state.advance(3600)
+    wb.sync(all_views=True)
+    wb.what_if.show(wb.state.prepare_what_if(["fifo", "tiresias"])())
+    wb.controls.switch.show(wb.state.preview_switch("fifo"))
+    wb.jobs.select(wb.jobs.table.value.job.iloc[0])
+    filled = {t.id for t in tables if t.id in empty and len(next(iter(t.source.data.values())))}
+    assert len(filled) >= 4, "the tables filled in"
+    changed = {t.css_classes[0]: [b["field"] for a, b in zip(first[t.id]["columns"],
+                                                           t.configuration["columns"]) if a != b]
+               for t in tables if settings(t) != first[t.id]}
+    assert changed == {}  # table: the fields whose settings changed

@@ -42,7 +42,8 @@ COLUMNS = {
     "placement": {"minWidth": 94, "widthGrow": 2.2},
     "last_action": {"minWidth": 100, "widthGrow": 1.4}, "workers": {"minWidth": 78},
     "arrival_h": {"minWidth": 64}, "deadline_h": {"minWidth": 76}, "p_meet": {"minWidth": 78},
-    "time_h": {"minWidth": 64}, "applied": {"minWidth": 66}, "finish_h": {"minWidth": 52},
+    "time_h": {"minWidth": 64}, "applied": {"minWidth": 66, "sorter": "boolean"},
+    "finish_h": {"minWidth": 52},
     "reason": {"minWidth": 100, "widthGrow": 4}, "detail": {"minWidth": 140, "widthGrow": 3},
     "note": {"minWidth": 120, "widthGrow": 2.5},
     "fact": {"minWidth": 150, "widthGrow": 1.2}, "value": {"minWidth": 120, "widthGrow": 4},
@@ -93,6 +94,12 @@ def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[st
             specs.setdefault(field, {})["responsive"] = 0
         for rank, field in enumerate(hide_first):
             specs.setdefault(field, {})["responsive"] = len(hide_first) - rank
+    # Panel gives a number column its sorter from the frame's dtype: a table first shown empty
+    # (object dtype) changed its configuration with its first rows, and Tabulator rebuilt
+    # itself then, racing the cell styles sent with the next rows (a page error)
+    for field in fmt:
+        if isinstance(fmt[field], NumberFormatter):
+            specs.setdefault(field, {})["sorter"] = "number"
     for field in frozen:  # stays in view while the table scrolls sideways
         specs.setdefault(field, {})["frozen"] = True
     config["columns"] = [{"field": field, **spec} for field, spec in specs.items()]
