@@ -178,7 +178,10 @@ class _JobRecord:
     agent (`agent(job)`); for an agent of a job with a fixed batch, the work per epoch and the
     last epoch as `epoch_of` computes its epoch (else None); whether it asks for whole numbers
     of each resource (`_round_trip_exact`); its `_steps` unfrozen with their fit once asked,
-    its `first_move_bound` while waiting, and its placement's record while placed."""
+    its `first_move_bound` while waiting, and its placement's record while placed.
+    `bound` is dropped when `fit_steps` is remade or its agent is observed (the only ways its
+    agent's fit changes), so a bound kept was made with its `fit_steps` and its agent's fit
+    as they are."""
 
     spec: JobSpec
     agent: Agent | None
@@ -556,19 +559,19 @@ class PolluxPolicy(Policy):
                     current = {n: c for n, c in workers.items() if c}
                     placed = rec.placed = _Placed(dict(workers), current,
                                                   placement_counts(current))
+                first = placed.first
                 if agent is not None and state is _RUNNING and workers and (
                         rec.epoch_work is None or agent.seen != (
                             placed.counts,
                             min(int(job.progress / rec.epoch_work), rec.last_epoch))):
                     self.observe(job, agent, placed.counts)
-                # most placed jobs, most rounds: surely kept first as last round (as
-                # `_placed_options` finds it, without an agent: no fit, 0 replicas profiled)
-                first = placed.first
+                    rec.bound = None  # (made with its agent's fit before this observation)
+                    first = None  # `_placed_options` checks it against the fit observed
+                # most placed jobs, most rounds: surely kept first as last round (its agent
+                # not observed since: a record of `_placed_options` agrees with its fit)
                 if (plain and first is not None and first.sure is not None
                         and first.until >= now and first.restarts == job.restarts
-                        and first.frozen is (state is _RESTARTING and bool(placed.current))
-                        and (agent is None or (first.model is agent.model and first.most_replicas
-                                               == agent.max_profiled_replicas))):
+                        and first.frozen is (state is _RESTARTING and bool(placed.current))):
                     kept[job.name] = first.current
                     sure = first.sure
                     options[j] = sure.options
@@ -584,13 +587,10 @@ class PolluxPolicy(Policy):
                     made.append(j)
                     options[j] = opts
                 continue
-            # waiting (most of a long queue): its bound as last round, the checks below in one
-            bound, fit_steps = rec.bound, rec.fit_steps
-            if (plain and bound is not None and bound.fit_steps is fit_steps
-                    and bound.until >= now and bound.restarts == job.restarts
-                    and (agent is None or (fit_steps.model is agent.model
-                                           and fit_steps.most_replicas
-                                           == agent.max_profiled_replicas))):
+            # waiting (most of a long queue): its bound as last round (kept only while its
+            # `fit_steps` and its agent's fit stay: `_JobRecord`), the checks below in one
+            bound = rec.bound
+            if plain and bound is not None and bound.until >= now and bound.restarts == job.restarts:
                 bounds.append((bound.neg_bound, j, whole))
                 continue
             entry = self._waiting_entry(job, rec, agent, rnd)
@@ -622,6 +622,7 @@ class PolluxPolicy(Policy):
                 None if agent is None else agent.model,
                 0 if agent is None else agent.max_profiled_replicas,
                 self._steps(job, agent, rnd.gpn, rnd.fair, rnd.share, False))
+            rec.bound = None
         if not rnd.plain:
             return self._options(job, agent, fit_steps.steps, rnd)
         bound = rec.bound
@@ -664,6 +665,7 @@ class PolluxPolicy(Policy):
         most = 0 if agent is None else agent.max_profiled_replicas
         steps = self._steps(job, agent, rnd.gpn, rnd.fair, rnd.share, frozen)
         if not rnd.plain or not current:  # (no kept option without workers)
+            placed.first = None  # (not made with its agent's fit as it is now)
             kept[job.name] = _Current(current, counts, None)
             return self._options(job, agent, steps, rnd, current, counts)
         keep = placed.keep
