@@ -40,6 +40,7 @@ import math
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -746,7 +747,23 @@ class PolluxPolicy(Policy):
             if hit is None or hit.placement is not planned or hit.speedup is None:
                 speedups[name] = self._plan_speedup(known[name].agent, planned, hit, fair)
         self._view = _View(jobs, plan, kept, speedups)
-        return actions + in_applicable_order(state, self.actions(jobs, plan, opts.kept))
+        astir = self._astir(jobs, opts.options, chosen, opts.placed[0])
+        return actions + in_applicable_order(state, self.actions(astir, plan, opts.kept))
+
+    @staticmethod
+    def _astir(jobs: list[JobStatus], options: list[list[Option | None]], chosen: list[int],
+               placed_at: list[int]) -> list[JobStatus]:
+        """The round's jobs that `actions` may act on, in order: all but those it passes
+        over without a word, a waiting job left waiting that already waits for GPUs and a
+        placed job that keeps its placement as it is (its chosen option is its kept
+        placement, whose `Placement` its `_Current` is). The others' reasons are read in one
+        pass of C: ~900 of ~1,340 jobs in a long queue, every round."""
+        kept_at = {j for j in placed_at if options[j][chosen[j]][2] is not None}
+        other_reason = compress(range(len(jobs)), map(_NO_GPU.__ne__, map(_reason_of, jobs)))
+        chosen_at = compress(range(len(chosen)), chosen)  # (waiting jobs given GPUs, among them)
+        look = set(other_reason).union(chosen_at, placed_at)
+        look.difference_update(kept_at)
+        return [jobs[j] for j in sorted(look)]
 
     def _in_service_order(self, jobs: list[JobStatus]) -> list[JobStatus]:
         """`jobs` by (attained service, arrival, name): a stable sort by service alone of them
@@ -803,7 +820,7 @@ class PolluxPolicy(Policy):
         self.ps_plan: dict[str, Placement] = {}
         order = []
         # a job at its first option (0 GPUs: most of a long queue) keeps nothing, takes nothing
-        for j in [j for j, t in enumerate(chosen) if t]:
+        for j in compress(range(len(chosen)), chosen):
             job = jobs[j]
             gpus, _, keep = options[j][chosen[j]]
             if keep is not None:
@@ -907,6 +924,7 @@ class PolluxPolicy(Policy):
 
 
 _by_service = operator.attrgetter("attained_service")  # (`_in_service_order`)
+_reason_of = operator.attrgetter("reason")  # (`_astir`)
 _by_arrival = operator.attrgetter("spec.arrival", "name")
 _RUNNING, _RESTARTING, _HOLDING = JobState.RUNNING, JobState.RESTARTING, JobState.HOLDING
 _NOTHING: Placement = {}  # (read only) no placement
