@@ -549,8 +549,9 @@ class PolluxPolicy(Policy):
             rec = known.get(job.name)
             if rec is None or rec.spec is not job.spec:
                 rec = known[job.name] = self._known(job)
-            state, agent = job.state, rec.agent
+            state = job.state
             if state.placed:
+                agent = rec.agent
                 # its placement's record, its agent observed if it runs (`observe` inlined as
                 # far as "seen already")
                 placed_at.append(j)
@@ -594,7 +595,7 @@ class PolluxPolicy(Policy):
             if plain and bound is not None and bound.until >= now and bound.restarts == job.restarts:
                 bounds.append((bound.neg_bound, j, whole))
                 continue
-            entry = self._waiting_entry(job, rec, agent, rnd)
+            entry = self._waiting_entry(job, rec, rec.agent, rnd)
             if type(entry) is list:  # its options, made now (a round that is not plain)
                 made.append(j)
                 options[j] = entry
@@ -722,8 +723,9 @@ class PolluxPolicy(Policy):
         return greedy(options, budget, lazy)
 
     def schedule(self, state: ClusterState) -> list[Action]:
-        actions, jobs = self._reject_impossible(state, state.active)  # (a new list)
-        jobs = [j for j in jobs if j.state is not _HOLDING]
+        # `state.active` but the holding jobs, in one pass (a holding job is never rejected)
+        actions, jobs = self._reject_impossible(state, [
+            j for j in state.jobs.values() if not (s := j.state).finished and s is not _HOLDING])
         if not jobs:
             return actions
         gpus, nodes = _cluster_size(state)
@@ -739,30 +741,39 @@ class PolluxPolicy(Policy):
                                                        opts.made, opts.later))
         plan = self.place(state, jobs, opts.options, chosen, gpn, opts.placed)
         self.last_placements = plan
+        # the placed jobs planned at their kept placement (the placement of their `_Current`),
+        # and the other placed or chosen jobs
+        placed_at, options = opts.placed[0], opts.options
+        kept_at = {j for j in placed_at if options[j][chosen[j]][2] is not None}
+        moved = set(compress(range(len(chosen)), chosen)).union(placed_at)
+        moved.difference_update(kept_at)
         # the speedups of the plan now (the agents' fits move on), but for kept placements
-        # whose speedup is known; `last_plan` and `last_speedup` made of them when read
+        # whose speedup is known (a plain round's: not looked at); `last_plan` and
+        # `last_speedup` made of them when read
         known, kept, speedups = self._agent_of, opts.kept, {}
-        for name, planned in plan.items():
+        for name in [jobs[j].name for j in moved] if plain else plan:
+            planned = plan.get(name)
+            if planned is None:
+                continue
             hit = kept.get(name)
             if hit is None or hit.placement is not planned or hit.speedup is None:
                 speedups[name] = self._plan_speedup(known[name].agent, planned, hit, fair)
         self._view = _View(jobs, plan, kept, speedups)
-        astir = self._astir(jobs, opts.options, chosen, opts.placed[0])
+        astir = self._astir(jobs, kept_at, moved)
         return actions + in_applicable_order(state, self.actions(astir, plan, opts.kept))
 
     @staticmethod
-    def _astir(jobs: list[JobStatus], options: list[list[Option | None]], chosen: list[int],
-               placed_at: list[int]) -> list[JobStatus]:
+    def _astir(jobs: list[JobStatus], kept_at: set[int], moved: set[int]) -> list[JobStatus]:
         """The round's jobs that `actions` may act on, in order: all but those it passes
         over without a word, a waiting job left waiting that already waits for GPUs and a
-        placed job that keeps its placement as it is (its chosen option is its kept
-        placement, whose `Placement` its `_Current` is). The others' reasons are read in one
-        pass of C: ~900 of ~1,340 jobs in a long queue, every round."""
-        kept_at = {j for j in placed_at if options[j][chosen[j]][2] is not None}
+        placed job that keeps its placement as it is (`kept_at`: its chosen option is its kept
+        placement, whose `Placement` its `_Current` is). `moved`: the other placed or chosen
+        jobs. The others' reasons are read in one pass of C: ~900 of ~1,340 jobs in a long
+        queue, every round."""
         other_reason = compress(range(len(jobs)), map(_NO_GPU.__ne__, map(_reason_of, jobs)))
-        chosen_at = compress(range(len(chosen)), chosen)  # (waiting jobs given GPUs, among them)
-        look = set(other_reason).union(chosen_at, placed_at)
+        look = set(other_reason)
         look.difference_update(kept_at)
+        look.update(moved)
         return [jobs[j] for j in sorted(look)]
 
     def _in_service_order(self, jobs: list[JobStatus]) -> list[JobStatus]:
