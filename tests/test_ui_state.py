@@ -631,17 +631,21 @@ def test_no_table_changes_its_configuration_when_its_rows_come():
     wb = Workbench("default", "default", "tiresias", inline=False)
     tables = list(wb.layout.get_root(Document()).select({"type": DataTabulator}))
     assert len(tables) >= 6, [t.css_classes for t in tables]
+
     def settings(t):  # a copy as plain data
         return json.loads(json.dumps(t.configuration, default=str))
 
+    def rows(t):
+        return len(next(iter(t.source.data.values()), ()))
+
     first = {t.id: settings(t) for t in tables}
-    empty = {t.id for t in tables if not t.source.data or not len(next(iter(t.source.data.values())))}
+    empty = {t.id for t in tables if not rows(t)}
     wb.state.advance(3600)
     wb.sync(all_views=True)
     wb.what_if.show(wb.state.prepare_what_if(["fifo", "tiresias"])())
     wb.controls.switch.show(wb.state.preview_switch("fifo"))
     wb.jobs.select(wb.jobs.table.value.job.iloc[0])
-    filled = {t.id for t in tables if t.id in empty and len(next(iter(t.source.data.values())))}
+    filled = {t.id for t in tables if t.id in empty and rows(t)}
     assert len(filled) >= 4, "the tables filled in"
     changed = {t.css_classes[0]: [b["field"] for a, b in zip(first[t.id]["columns"],
                                                            t.configuration["columns"]) if a != b]
