@@ -131,7 +131,9 @@ class Builder:
                 "-o", f"Dir::State::Lists={a / 'lists'}",
                 "-o", f"Dir::Cache::Archives={a / 'archives'}",
                 "-o", "Dir::Cache::pkgcache=", "-o", "Dir::Cache::srcpkgcache=",
-                "-o", "APT::Sandbox::User=root", "-q"]
+                "-o", "APT::Sandbox::User=root",
+                # another apt (an upgrade, a browser install) may hold dpkg's lock: wait for it
+                "-o", "DPkg::Lock::Timeout=600", "-q"]
 
     # -- steps --
     def build(self) -> dict[str, Path]:
