@@ -87,8 +87,9 @@ def test_a_pooled_preview_leaves_the_settled_jobs_behind_and_answers_as_the_seri
     """A preview's sides read no job finished before the live run's last round, so the fork
     sent to the pool leaves those out (`sim.engine.pickled_without_settled`: at Philly scale
     54 of 67.5 MB); what it sends keeps the jobs finished since that round (the current
-    engine's side owes a round for them, `Controller.carry_on`), the run itself is left
-    whole, and whole-run metrics of such a copy are refused."""
+    engine's side owes a round for them, `Controller.carry_on`), nor the jobs arriving after
+    the preview's horizon but the first; the run itself is left whole, and whole-run metrics
+    of such a copy are refused."""
     import pickle
 
     import pytest
@@ -116,6 +117,17 @@ def test_a_pooled_preview_leaves_the_settled_jobs_behind_and_answers_as_the_seri
     assert len(fork_blob(base, live.last_round)) < len(pickle.dumps(base))
     with pytest.raises(ValueError, match="left out"):
         run_metrics(sent)
+    # to a horizon: the jobs arriving by then and the first after it (the next event), no more
+    until = base.now + 4 * 3600.0
+    to_come = base._specs[base._next_arrival:]
+    due = sum(s.arrival <= until for s in to_come)
+    assert 0 < due + 1 < len(to_come), "the horizon leaves no arrival out"
+    near = own_copy(fork_blob(base, live.last_round, until))
+    assert [s.name for s in near._specs] == [s.name for s in to_come[:due + 1]]
+    assert near.arrivals_left_out == len(to_come) - due - 1
+    assert near.next_event_time() == sent.next_event_time()
+    with pytest.raises(ValueError, match="to come"):
+        run_metrics(near)
 
     def preview(pool=None):
         return prepare_preview(base, live.policy, make_policy("tiresias"), 4 * 3600.0, pool,

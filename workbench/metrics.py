@@ -131,9 +131,10 @@ def fragmentation_metrics(timeline: Sequence) -> dict[str, float]:
 def run_metrics(backend, timeline: Sequence | None = None) -> dict[str, Any]:
     """Everything about a finished (or stopped) simulator run; fragmentation from the
     run's `timeline` (the Recorder's samples) when given."""
-    if getattr(backend, "finished_left_out", 0):
+    if getattr(backend, "finished_left_out", 0) or getattr(backend, "arrivals_left_out", 0):
         raise ValueError(f"this copy of the run left out {backend.finished_left_out} finished"
-                         " jobs (`pickled_without_settled`): its whole-run metrics would be wrong")
+                         f" jobs and {backend.arrivals_left_out} to come"
+                         " (`pickled_without_settled`): its whole-run metrics would be wrong")
     out = job_metrics(backend.jobs.values())
     out.update(usage_metrics(backend.usage))
     if timeline is not None:

@@ -61,14 +61,16 @@ RUN_SLICE = 50  # rounds between two looks at the wall clock of a budgeted run
 STOP_POLL_S = 0.2  # seconds between two looks at a stop request while forks run on a pool
 
 
-def fork_blob(base: Forkable, settled_by: float | None = None) -> bytes:
+def fork_blob(base: Forkable, settled_by: float | None = None, until: float | None = None
+              ) -> bytes:
     """`base` pickled, to be sent once to every worker of an executor (`own_copy`).
-    `settled_by`: leave out the jobs finished by then (`sim.engine.pickled_without_settled`),
-    for tasks that read only the others (a preview's sides); None: the whole run."""
+    `settled_by`: leave out the jobs finished by then, and with `until` the jobs arriving
+    after it but the first (`sim.engine.pickled_without_settled`), for tasks that read only
+    the others (a preview's sides, run to `until`); None: the whole run."""
     pickle_dict_views()
     if settled_by is None:
         return pickle.dumps(base, protocol=pickle.HIGHEST_PROTOCOL)
-    with pickled_without_settled(settled_by):
+    with pickled_without_settled(settled_by, until):
         return pickle.dumps(base, protocol=pickle.HIGHEST_PROTOCOL)
 
 
@@ -357,7 +359,8 @@ def prepare_preview(backend: Any, current: Policy, candidate: Policy, horizon: f
     base_usage = copy.copy(base.usage)
     gone = Finished.at(base)
     if executor is not None:
-        base = fork_blob(base, start if last_round is None else min(start, last_round))
+        base = fork_blob(base, start if last_round is None else min(start, last_round),
+                         start + horizon)
     ran: list[bool] = []
     cur, new = current.name, candidate.name
 

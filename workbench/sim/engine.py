@@ -20,12 +20,14 @@ Modelling choices (documented defaults):
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import contextvars
 import copy
 import gc
 import heapq
 import math
+import operator
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -64,6 +66,7 @@ from .queue import WaitingQueue
 from .snapshot import MAX_RESTART_DELAY, Snapshot, take
 
 _EPS = 1e-9
+_ARRIVAL = operator.attrgetter("arrival")
 _WHOLE = 1 - _EPS  # a GPU this free is whole
 # whole numbers below this add up exactly in any order over up to 2**21 nodes (sums < 2**53)
 _EXACT = 2.0**32
@@ -94,21 +97,24 @@ class Usage:
     cpu_capacity: float = 0.0
 
 
-# the `since` of `pickled_without_settled` while a pickle runs in this context (None: none)
-_SETTLED_BY: contextvars.ContextVar[float | None] = contextvars.ContextVar("settled_by",
-                                                                         default=None)
+# (since, until) of `pickled_without_settled` while a pickle runs in this context (None: none)
+_SETTLED_BY: contextvars.ContextVar[tuple[float, float | None] | None] = contextvars.ContextVar(
+    "settled_by", default=None)
 
 
 @contextlib.contextmanager
-def pickled_without_settled(since: float) -> Iterator[None]:
+def pickled_without_settled(since: float, until: float | None = None) -> Iterator[None]:
     """Within the block, a `SimBackend` pickled in this thread leaves out what a run forward
     from its present never reads: the jobs finished by `since` and the specs of the jobs
-    arrived (a Philly run at mid-trace pickles to 67 MB with them, 13.5 MB without). For
-    sending a look-ahead to another process; the run itself is not touched. `since`: the last
-    round's time or earlier (`Controller.carry_on` reads the jobs finished after it). The
-    copy's whole-run metrics would miss the jobs left out: its `finished_left_out` counts
-    them and `run_metrics` refuses it."""
-    token = _SETTLED_BY.set(since)
+    arrived (a Philly run at mid-trace pickles to 67 MB with them, 13.5 MB without), and, with
+    `until`, the specs of the jobs arriving after it but the first (a run to `until` reads no
+    other; the first keeps the next arrival and `done` as they were). At Philly mid-trace a
+    4-hour look-ahead needs 53 of 30,486 specs to come, whose unpickling took 0.3 s in each
+    worker. For sending a look-ahead to another process; the run itself is not touched.
+    `since`: the last round's time or earlier (`Controller.carry_on` reads the jobs finished
+    after it). The copy's whole-run metrics would miss the jobs left out: its
+    `finished_left_out` and `arrivals_left_out` count them and `run_metrics` refuses it."""
+    token = _SETTLED_BY.set((since, until))
     try:
         yield
     finally:
@@ -363,20 +369,28 @@ class SimBackend:
                 gc.enable()
 
     finished_left_out = 0  # finished jobs left out when this copy was pickled (0: none)
+    arrivals_left_out = 0  # jobs to come left out when it was pickled (0: none)
 
     def __getstate__(self) -> dict:
-        """What pickling keeps: everything, or inside `pickled_without_settled(since)` not
-        the jobs finished by `since` nor the specs of the jobs arrived (see there)."""
-        since = _SETTLED_BY.get()
-        if since is None:
+        """What pickling keeps: everything, or inside `pickled_without_settled(since, until)`
+        not the jobs finished by `since`, the specs of the jobs arrived, nor (with `until`)
+        those of the jobs arriving after it but the first (see there)."""
+        window = _SETTLED_BY.get()
+        if window is None:
             return self.__dict__
+        since, until = window
         finished = [j for j in self.finished if j.finish_time is None or j.finish_time > since]
         kept = {j.spec.name for j in finished}
+        specs = self._specs[self._next_arrival:]
+        to_come = len(specs)
+        if until is not None:  # arrivals are in time order: up to the first after `until`
+            specs = specs[:bisect.bisect_right(specs, until, key=_ARRIVAL) + 1]
         return {**self.__dict__, "finished": finished,
                 "jobs": {name: j for name, j in self.jobs.items()
                          if name in self.active or name in kept},
-                "_specs": self._specs[self._next_arrival:], "_next_arrival": 0,
-                "finished_left_out": self.finished_left_out + len(self.finished) - len(kept)}
+                "_specs": specs, "_next_arrival": 0,
+                "finished_left_out": self.finished_left_out + len(self.finished) - len(kept),
+                "arrivals_left_out": self.arrivals_left_out + to_come - len(specs)}
 
     def _fork(self) -> "SimBackend":
         twin = type(self).__new__(type(self))
