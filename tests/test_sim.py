@@ -171,6 +171,38 @@ def test_forks_share_the_finished_jobs_and_no_engine_changes_one():
         assert job.history == history, job.name
 
 
+def test_a_forks_active_jobs_equal_deep_copies_and_share_nothing_that_changes():
+    """`LiveJobStatus.fork_copy` (a fork's active jobs, copied field by field for speed)
+    makes what `copy.deepcopy` made: equal fields, its spec shared, its clock the fork's,
+    and no dict or list shared with the live job, so running the fork changes none."""
+    import copy
+
+    from workbench.session import load_jobs, load_nodes, simulate
+
+    controller = simulate(load_nodes("default", "default"), load_jobs("default"), "optimus")
+    controller.run(until=5 * 3600)
+    live = controller.backend
+    assert len(live.active) > 5
+    twin = live.fork()
+    deep = copy.deepcopy(live)
+    for name, job in live.active.items():
+        forked, copied = twin.jobs[name], deep.jobs[name]
+        assert forked is twin.active[name] and forked is not job
+        assert forked.spec is job.spec and forked._clock is twin
+        fields = {k: v for k, v in vars(forked).items() if k not in ("_clock", "spec")}
+        assert fields == {k: v for k, v in vars(copied).items() if k not in ("_clock", "spec")}
+        for key, value in vars(forked).items():
+            if isinstance(value, (dict, list, set)):
+                assert value is not vars(job)[key], (name, key)
+    before = {name: copy.deepcopy({k: v for k, v in vars(j).items()
+                                   if k not in ("_clock", "spec")})
+              for name, j in live.active.items()}
+    Controller(twin, make_policy("optimus")).run(until=12 * 3600)
+    assert twin.finished and len(twin.finished) > len(live.finished)
+    for name, job in live.active.items():
+        assert {k: v for k, v in vars(job).items() if k not in ("_clock", "spec")} == before[name]
+
+
 def test_kube_default_holds_partial_gangs_and_the_controller_reports_the_deadlock():
     # Two 4-worker jobs on 6 GPUs: pod-by-pod binding gives each 3 GPUs; neither can start.
     jobs = [job("a", 0, 4, work=1e6), job("b", 0, 4, work=1e6)]

@@ -8,7 +8,12 @@ the job last changed and computed when read.
 
 from __future__ import annotations
 
-from ..model import JobStatus
+import copy
+
+from ..model import JobState, JobStatus
+
+# Field types a fork may share (nothing changes one in place); the rest are copied.
+_SHARED = frozenset({float, int, str, bool, type(None), JobState})
 
 
 class LiveJobStatus(JobStatus):
@@ -82,6 +87,27 @@ class LiveJobStatus(JobStatus):
         twin = object.__new__(type(self))
         twin.__dict__.update(self.__dict__)
         twin._clock = clock
+        return twin
+
+    def fork_copy(self, memo: dict[int, object]) -> LiveJobStatus:
+        """This active job in a fork: what `copy.deepcopy(self, memo)` makes (its clock, spec
+        and history as `memo` maps them), its placements copied flat. A deep copy walked each
+        float and each placement entry: ~120 calls a job, 1,346 jobs at Philly mid-trace."""
+        twin = object.__new__(type(self))
+        memo[id(self)] = twin
+        fields = twin.__dict__
+        fields.update(self.__dict__)
+        for name, value in fields.items():
+            kind = type(value)
+            if kind in _SHARED:
+                continue
+            done = memo.get(id(value))
+            if done is not None:
+                fields[name] = done
+            elif kind is dict and all(type(c) is int for c in value.values()):  # a placement
+                fields[name] = memo[id(value)] = dict(value)
+            else:
+                fields[name] = copy.deepcopy(value, memo)
         return twin
 
     def start_accruing(self) -> None:
