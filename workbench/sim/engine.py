@@ -409,7 +409,7 @@ class SimBackend:
         live = [job for job in finished if isinstance(job, LiveJobStatus)]
         memo.update(zip(map(id, live), live))  # `LiveJobStatus.in_fork`: itself, once it no
         for job in live:                       # longer accrues; a copy while it does
-            if job._since is not None:
+            if job.accruing:
                 memo[id(job)] = job.in_fork(twin)
         for job in self.active.values():
             job.fork_copy(memo)

@@ -27,6 +27,11 @@ class LiveJobStatus(JobStatus):
         self._progress = self._executed = self._service = 0.0
         super().__init__(**fields)
 
+    @property
+    def accruing(self) -> bool:
+        """Whether the job trains now (its values grow with the clock)."""
+        return self._since is not None
+
     def _elapsed(self) -> float:
         return self._clock.now - self._since
 
