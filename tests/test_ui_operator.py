@@ -1,6 +1,7 @@
 """What an operator sees in a real browser (issue #15): status words that follow Pause, a
 switch preview that shows rejections, its age and a harm warning needing confirmation, the
-current reason a job waits, and a shared console where viewers cannot load the server.
+current reason a job waits, a shared console where viewers cannot load the server, and a run
+to the end of a long trace that leaves the console answering.
 
 Run: pytest -m ui tests/test_ui_operator.py"""
 
@@ -162,6 +163,32 @@ def test_a_long_what_if_shows_how_far_it_got_and_stops_on_request(browser, scree
                        what="the buttons back as before")
             p.page.screenshot(path=str(screenshots / "ui-operator-whatif-stopped.png"),
                               full_page=True)
+            assert p.errors == []
+        finally:
+            p.close()
+
+
+def test_run_to_end_on_the_philly_trace_keeps_the_console_answering_and_pause_stops_it(
+        browser, screenshots):
+    """The whole Philly replay takes minutes with the console's recording: run at once, it
+    held the server (no clock moving, no Pause) until the end."""
+    with served("--trace", "philly", "--cluster", "philly") as url:
+        p = Page(browser, url)
+        try:
+            p.click("Run to end")
+            p.wait_for(lambda: headline(p).endswith("· running to the end"),
+                       what="the headline to say running to the end")
+            first = headline(p)
+            p.wait_for(lambda: headline(p) != first, what="the clock to move while it runs")
+            p.tab("Decisions")  # the console answers meanwhile: the tab is drawn
+            p.page.locator(".tabulator-cell", has_text="Place").first.wait_for(timeout=30_000)
+            p.click("Pause")
+            p.wait_for(lambda: headline(p).endswith("· paused"), timeout=10,
+                       what="Pause to stop the run to the end")
+            stopped = headline(p)
+            time.sleep(1.5)
+            assert headline(p) == stopped and "day " in stopped
+            p.page.screenshot(path=str(screenshots / "ui-operator-run-to-end-paused.png"))
             assert p.errors == []
         finally:
             p.close()

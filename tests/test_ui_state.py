@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -651,3 +653,37 @@ def test_no_table_changes_its_configuration_when_its_rows_come():
                                                            t.configuration["columns"]) if a != b]
                for t in tables if settings(t) != first[t.id]}
     assert changed == {}  # table: the fields whose settings changed
+
+
+def test_run_to_end_from_the_console_goes_a_tick_at_a_time_and_pause_stops_it(store):
+    whole = WorkbenchState.from_workload("default", "default", "tiresias")
+    whole.run_to_end()
+    store.period_ms = 50  # a tick runs rounds for half of it
+    store.run_to_end(wait=False)
+    assert store.running and store.to_end and not store.finished
+
+    def tick():
+        store._last_tick = -math.inf  # each call a new period
+        store.tick()
+
+    tick()
+    assert 0 < store.controller.rounds < whole.controller.rounds  # moved, one slice only
+    store.pause()
+    assert not store.running and not store.to_end
+    rounds = store.controller.rounds
+    tick()
+    assert store.controller.rounds == rounds  # paused: nothing moves
+    store.run_to_end(wait=False)
+    store.speed = 3600.0  # a speed chosen meanwhile: on at that speed, not to the end
+    assert store.running and not store.to_end
+    store.run_to_end(wait=False)
+    for _ in range(10_000):
+        if store.finished:
+            break
+        tick()
+    assert store.finished and not store.running and not store.to_end
+    # the same run as at once (the slices are whole rounds)
+    assert store.controller.rounds == whole.controller.rounds
+    assert store.summary == whole.summary
+    assert list(store.recorder.decisions) == list(whole.recorder.decisions)
+    assert store.recorder.timeline == whole.recorder.timeline

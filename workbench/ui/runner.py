@@ -67,6 +67,8 @@ class RunControls(param.Parameterized):
     controls_locked = param.Boolean(default=False,
                                     doc="changing a real cluster needs authentication")
     busy = param.String(default="", doc="what long computation is running, if any")
+    to_end = param.Boolean(default=False, doc="running to the end as fast as the machine goes,"
+                                              " a tick at a time (the console's Run to end)")
 
     backend: Backend
     controller: Controller
@@ -81,9 +83,13 @@ class RunControls(param.Parameterized):
         self.heavy = OneAtATime()  # what-ifs from the consoles on this store: one at a time
         # Pausing, playing and finishing change what the headline says but not the run's data:
         # views redraw on `version`, so these bump it too (else the headline keeps "running").
-        self.param.watch(self._status_moved, ["running", "finished"])
+        self.param.watch(self._status_moved, ["running", "finished", "to_end"])
+        # a speed chosen while running to the end: run on at that speed
+        self.param.watch(lambda _e: setattr(self, "to_end", False), "speed")
 
-    def _status_moved(self, _event) -> None:
+    def _status_moved(self, event) -> None:
+        if event.name == "running" and not event.new:
+            self.to_end = False  # paused or finished: a run to the end stops with it
         self.version += 1
 
     def refresh(self) -> None:
@@ -149,11 +155,28 @@ class RunControls(param.Parameterized):
         self.advance_seconds = time.perf_counter() - t0
         self._after_move()
 
-    def run_to_end(self) -> None:
+    def run_to_end(self, *, wait: bool = True) -> None:
+        """Run the simulation to its end: at once (`wait`), or as fast as the machine goes but
+        a tick at a time (`wait=False`, the console's button), so the console keeps answering
+        and Pause stops it. At once, the Philly trace's replay held the server for the whole
+        run, with no sign of progress."""
         self._require_control()
         if not self.simulated:
             raise TypeError("a real cluster has no end to run to")
-        self.controller.run()
+        if wait:
+            self.controller.run()
+            self._after_move()
+        elif not self.finished:
+            self.to_end = True
+            self.running = True
+
+    def _run_for(self, seconds: float) -> None:
+        """Rounds until `seconds` of wall time have gone (read every few rounds) or the run ends."""
+        self._require_control()
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < seconds and not self.backend.done():
+            self.controller.run(max_rounds=20)
+        self.advance_seconds = time.perf_counter() - t0
         self._after_move()
 
     def tick(self) -> None:
@@ -167,7 +190,10 @@ class RunControls(param.Parameterized):
             self.refresh()  # the scheduler thread moves a real cluster
         elif self.running and not self.finished and not self.busy:
             try:
-                self.advance(self.speed * self.period_ms / 1000.0)
+                if self.to_end:  # half of each period: the rest redraws and answers clicks
+                    self._run_for(0.5 * self.period_ms / 1000.0)
+                else:
+                    self.advance(self.speed * self.period_ms / 1000.0)
             except PermissionError:
                 self.running = False
 

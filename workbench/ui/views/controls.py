@@ -119,7 +119,7 @@ class ControlsView(View):
                                        width=290)
         self.play.param.watch(self._play, "value")
         self.step.on_click(lambda e: self._guard(state.step))
-        self.to_end.on_click(lambda e: self._guard(state.run_to_end))
+        self.to_end.on_click(lambda e: self._guard(state.run_to_end, wait=False))
         self.speed.param.watch(self._speed, "value")
 
     def _build_backend(self, state: WorkbenchState) -> dict:
@@ -174,13 +174,13 @@ class ControlsView(View):
         """This session may connect the store to a Kubernetes cluster."""
         return self.real_ok and self.may_change
 
-    def _guard(self, action, *args) -> None:
+    def _guard(self, action, *args, **kwargs) -> None:
         """Run a store action that changes the cluster: checked here, on the server, since a
         disabled button is only a hint to an honest browser."""
         try:
             if not self.may_change:
                 raise PermissionError("read-only session: changing this cluster needs the token")
-            action(*args)
+            action(*args, **kwargs)
         except (PermissionError, KeyError, ValueError, TypeError, WorkbenchError) as e:
             # a bad trace, cluster or engine: one line here, and the store stays as it was
             self.message.object = f"**Not done:** {one_line(e)}"
@@ -327,8 +327,9 @@ class ControlsView(View):
         s = self.state.summary
         if not s:
             return
-        state_word = "finished" if self.state.finished else "running" if self.state.running \
-            else "paused"
+        state_word = "finished" if self.state.finished else \
+            "running to the end" if self.state.running and self.state.to_end else \
+            "running" if self.state.running else "paused"
         deadlines = ""
         if s["deadline_hits"] or s["deadline_misses"]:
             deadlines = f" · deadlines met {s['deadline_hits']}, missed {s['deadline_misses']}"
