@@ -658,7 +658,7 @@ def test_no_table_changes_its_configuration_when_its_rows_come():
 def test_run_to_end_from_the_console_goes_a_tick_at_a_time_and_pause_stops_it(store):
     whole = WorkbenchState.from_workload("default", "default", "tiresias")
     whole.run_to_end()
-    store.period_ms = 50  # a tick runs rounds for half of it
+    store.period_ms = 50  # a tick runs rounds for most of it
     store.run_to_end(wait=False)
     assert store.running and store.to_end and not store.finished
 

@@ -170,18 +170,25 @@ class RunControls(param.Parameterized):
             self.to_end = True
             self.running = True
 
-    def _run_for(self, seconds: float) -> None:
-        """Rounds until `seconds` of wall time have gone (read every few rounds) or the run ends."""
+    def _run_for(self, seconds: float, until: float | None = None) -> None:
+        """Rounds up to `until` (None: the end), stopping once `seconds` of wall time have gone
+        (read every few rounds): the simulation then lags the speed asked for, as it must when
+        the machine cannot keep up."""
         self._require_control()
         t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds and not self.backend.done():
-            self.controller.run(max_rounds=20)
+        backend = self.backend
+        while not backend.done() and (until is None or backend.now < until):
+            self.controller.run(until=until, max_rounds=20)
+            if time.perf_counter() - t0 >= seconds:
+                break
         self.advance_seconds = time.perf_counter() - t0
         self._after_move()
 
     def tick(self) -> None:
         """Called by the app's periodic callback: advance if running, then refresh. Several
-        sessions may share one store and all tick it: only one tick per period counts."""
+        sessions may share one store and all tick it: only one tick per period counts. A tick
+        runs rounds for at most 80 % of its period, the rest left to redraw and answer clicks
+        (at 1 day / s on the Philly trace a tick of 12 simulated hours took up to ~2 s)."""
         now = time.monotonic()
         if now - self._last_tick < 0.8 * self.period_ms / 1000.0:
             return
@@ -189,11 +196,10 @@ class RunControls(param.Parameterized):
         if not self.simulated:
             self.refresh()  # the scheduler thread moves a real cluster
         elif self.running and not self.finished and not self.busy:
+            period = self.period_ms / 1000.0
             try:
-                if self.to_end:  # half of each period: the rest redraws and answers clicks
-                    self._run_for(0.5 * self.period_ms / 1000.0)
-                else:
-                    self.advance(self.speed * self.period_ms / 1000.0)
+                self._run_for(0.8 * period, None if self.to_end else
+                              self.backend.now + self.speed * period)
             except PermissionError:
                 self.running = False
 
