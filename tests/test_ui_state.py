@@ -669,7 +669,7 @@ def test_run_to_end_from_the_console_goes_a_tick_at_a_time_and_pause_stops_it(st
     tick()
     assert 0 < store.controller.rounds < whole.controller.rounds  # moved, one slice only
     store.pause()
-    assert not store.running and not store.to_end
+    assert not store.running and not store.to_end and store.pace is None
     rounds = store.controller.rounds
     tick()
     assert store.controller.rounds == rounds  # paused: nothing moves
@@ -687,3 +687,39 @@ def test_run_to_end_from_the_console_goes_a_tick_at_a_time_and_pause_stops_it(st
     assert store.summary == whole.summary
     assert list(store.recorder.decisions) == list(whole.recorder.decisions)
     assert store.recorder.timeline == whole.recorder.timeline
+
+
+def test_the_headline_says_how_fast_a_run_to_the_end_goes():
+    from workbench.ui import Workbench
+
+    store = WorkbenchState.from_workload("philly", "philly", "tiresias", limit=3000)
+    wb = Workbench(state=store, inline=False)
+    store.period_ms = 50  # two ticks of 40 ms do not reach the end of 3,000 jobs
+    store.run_to_end(wait=False)
+    for _ in range(2):
+        store._last_tick = -math.inf
+        store.tick()
+    wb.sync()
+    text = wb.controls.clock.object
+    assert "· running to the end" in text and "simulating " in text and " / s" in text
+    assert store.pace > 0  # simulated seconds per wall second
+    store.pause()
+    wb.sync()
+    assert "· paused" in wb.controls.clock.object
+    assert "simulating" not in wb.controls.clock.object and store.pace is None
+
+
+def test_the_headline_says_when_the_machine_cannot_keep_up_with_the_speed():
+    from workbench.ui import Workbench
+
+    store = WorkbenchState.from_workload("philly", "philly", "tiresias", limit=3000)
+    wb = Workbench(state=store, inline=False)
+    store.advance(20 * 86400)  # to where the trace's jobs come thick and fast
+    store.period_ms, store.speed = 50, 1e7  # 116 simulated days a wall second: no machine can
+    store.play()
+    for _ in range(3):
+        store._last_tick = -math.inf
+        store.tick()
+    wb.sync()
+    text = wb.controls.clock.object
+    assert "· running\n" in text and "as fast as this machine goes (116 days / s asked)" in text

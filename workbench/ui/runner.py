@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 import param
@@ -83,13 +84,15 @@ class RunControls(param.Parameterized):
         self.heavy = OneAtATime()  # what-ifs from the consoles on this store: one at a time
         # Pausing, playing and finishing change what the headline says but not the run's data:
         # views redraw on `version`, so these bump it too (else the headline keeps "running").
-        self.param.watch(self._status_moved, ["running", "finished", "to_end"])
-        # a speed chosen while running to the end: run on at that speed
-        self.param.watch(lambda _e: setattr(self, "to_end", False), "speed")
+        self.param.watch(self._status_moved, ["running", "finished", "to_end", "speed"])
+        self._ticks: deque[tuple[float, float]] = deque(maxlen=8)  # (wall, simulated) per tick
 
     def _status_moved(self, event) -> None:
         if event.name == "running" and not event.new:
             self.to_end = False  # paused or finished: a run to the end stops with it
+        elif event.name == "speed":
+            self.to_end = False  # a speed chosen while running to the end: on at that speed
+        self._ticks.clear()  # the pace is measured afresh
         self.version += 1
 
     def refresh(self) -> None:
@@ -202,6 +205,16 @@ class RunControls(param.Parameterized):
                               self.backend.now + self.speed * period)
             except PermissionError:
                 self.running = False
+            self._ticks.append((now, self.backend.now))
+
+    @property
+    def pace(self) -> float | None:
+        """Simulated seconds per wall second over the last few ticks while running (below
+        `speed` where the machine cannot keep up); None before two ticks."""
+        if len(self._ticks) < 2 or self._ticks[-1][0] <= self._ticks[0][0]:
+            return None
+        (w0, s0), (w1, s1) = self._ticks[0], self._ticks[-1]
+        return (s1 - s0) / (w1 - w0)
 
     def play(self) -> None:
         """Let the scheduler run: the simulator advances on each tick; on a real cluster a

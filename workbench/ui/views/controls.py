@@ -43,6 +43,20 @@ def speed_options(speed: float) -> dict[str, float]:
     return dict(sorted({**SPEEDS, speed_label(speed): speed}.items(), key=lambda kv: kv[1]))
 
 
+def pace_text(state: WorkbenchState) -> str:
+    """How fast the simulation goes where that is not the speed asked for: running to the end
+    (as fast as it goes), or slower than the speed because the machine cannot keep up."""
+    pace = state.pace if state.simulated and state.running else None
+    if pace is None or pace <= 0:
+        return ""
+    if state.to_end:
+        return f" · simulating {speed_label(pace)}"
+    if pace < 0.8 * state.speed:
+        return (f" · simulating {speed_label(pace)}, as fast as this machine goes"
+                f" ({speed_label(state.speed)} asked)")
+    return ""
+
+
 def clock_text(seconds: float) -> str:
     days, rest = divmod(int(seconds), 86400)
     h, rest = divmod(rest, 3600)
@@ -345,7 +359,8 @@ class ControlsView(View):
             f"### {when} · {state_word}\n"
             f"**{s['gpus_used']:g}/{s['gpus_total']:g} GPUs** in use on {s['nodes_up']}/{s['nodes']}"
             f" nodes · {s['running']} running · {s['queued']} queued · {s['completed']} completed"
-            f" · {s['rejected']} rejected · {s['to_arrive']} yet to arrive{deadlines}")
+            f" · {s['rejected']} rejected · {s['to_arrive']} yet to arrive{deadlines}"
+            f"{pace_text(st)}")
         self.engine.object = (f"**Engine now: {s['policy']}** · simulated cluster"
                               f" *{self.state.cluster_name}*, workload *{self.state.workload}*"
                               if self.state.simulated else
