@@ -314,7 +314,11 @@ def test_empty_and_missing_files(tmp_path):
 def test_unknown_header_format(tmp_path):
     path = write(tmp_path / "x.csv", "name,arrival,gpus\nj,0,1\n")
     # the header as the file has it, not sorted
-    with pytest.raises(InputError, match="unknown trace format.*got name,arrival,gpus$"):
+    with pytest.raises(InputError, match=r"x\.csv:1: unknown trace format.*got name,arrival,gpus$"):
+        load_trace(path)
+    # after comment lines the header's own line is named
+    path = write(tmp_path / "y.csv", "# a note\n# another\nname,arrival,gpus\nj,0,1\n")
+    with pytest.raises(InputError, match=r"y\.csv:3: unknown trace format"):
         load_trace(path)
 
 
