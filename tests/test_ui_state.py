@@ -723,3 +723,20 @@ def test_the_headline_says_when_the_machine_cannot_keep_up_with_the_speed():
     wb.sync()
     text = wb.controls.clock.object
     assert "· running\n" in text and "as fast as this machine goes (116 days / s asked)" in text
+
+
+def test_slow_forecasts_lag_but_never_cover_fewer_than_half_the_active_jobs(store):
+    from workbench.ui import Workbench
+
+    wb = Workbench(state=store, inline=False)
+    store.advance(3600)
+    first = store.forecasts
+    store._forecasts._every = 10  # as after a slow forecast: recomputed every 10th version
+    store.advance(60)
+    assert store.forecasts is first  # a version on, the same jobs: the forecasts lag
+    wb.forecasts.sync()  # and the view says so
+    assert "Forecast 1 min ago: each takes" in wb.forecasts.note.object
+    store.advance(8 * 3600)
+    active = store.cluster_state.jobs
+    assert 2 * sum(name in first for name in active) < len(active)  # most jobs new since
+    assert store.forecasts is not first and set(active) <= set(store.forecasts)

@@ -450,6 +450,11 @@ class WorkbenchState(RunControls):
         return self._forecasts.seconds
 
     @property
+    def forecast_time(self) -> float:
+        """The clock of the state the forecasts were made from (before now when they lag)."""
+        return self._forecasts.time
+
+    @property
     def jobs(self) -> pd.DataFrame:
         """The jobs table (see `data.JOB_COLUMNS`), built when first asked for after a refresh."""
         if self._jobs_version != self.version or self._jobs_df is None:

@@ -107,5 +107,10 @@ class ForecastView(View):
         # with no deadline among them (the Philly trace) the rows are the earliest arrivals
         which = "most at risk" if self.any_deadline else "earliest arrivals"
         shown = f"the {self.max_jobs} {which} of " if self.total > self.max_jobs else ""
+        age_h = now_h - self.state.hours(self.state.forecast_time)
+        ago = f"{age_h:.1f} h" if age_h >= 1 else f"{age_h * 60:.0f} min"
+        lag = "" if not age_h > 0 else (
+            f" Forecast {ago} ago: each takes {self.state.forecast_seconds:.2f} s, so not every"
+            " update makes one.")
         self.note.object = (f"Predicted finish (dot) with its band, deadline (black bar), now"
-                            f" (dashed); {shown}{self.total} active jobs with a forecast.")
+                            f" (dashed); {shown}{self.total} active jobs with a forecast.{lag}")
