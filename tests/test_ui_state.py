@@ -740,3 +740,19 @@ def test_slow_forecasts_lag_but_never_cover_fewer_than_half_the_active_jobs(stor
     active = store.cluster_state.jobs
     assert 2 * sum(name in first for name in active) < len(active)  # most jobs new since
     assert store.forecasts is not first and set(active) <= set(store.forecasts)
+
+
+def test_the_headline_says_when_the_next_job_arrives_in_a_quiet_stretch():
+    from workbench.traces import load_philly
+    from workbench.ui import Workbench
+
+    store = WorkbenchState.from_workload("philly", "philly", "tiresias", limit=500)
+    wb = Workbench(state=store, inline=False)
+    store.step()  # the trace's first job; its second comes 65.5 h later
+    wb.sync()
+    assert store.summary["next_arrival"] == load_philly(None, limit=500)[1].arrival
+    assert "499 yet to arrive (the next at day 2, 17:28:16)" in wb.controls.clock.object
+    while store.summary["to_arrive"]:
+        store.advance(10 * 86400)
+    wb.sync()
+    assert store.summary["next_arrival"] is None and "the next at" not in wb.controls.clock.object

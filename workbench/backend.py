@@ -105,6 +105,9 @@ class Forkable(Protocol):
     def gpu_holders(self) -> dict[str, list[tuple[int, int, float]]]:
         """Per job, the GPUs it holds as (node index, GPU index, amount)."""
 
+    def next_arrival_time(self) -> float | None:
+        """When the next job of the workload arrives; None when none is to come."""
+
 
 @runtime_checkable
 class Snapshottable(Protocol):

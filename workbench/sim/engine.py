@@ -262,6 +262,11 @@ class SimBackend:
     def pending_arrivals(self) -> int:
         return len(self._specs) - self._next_arrival
 
+    def next_arrival_time(self) -> float | None:
+        """When the next job arrives; None when none is to come."""
+        i = self._next_arrival
+        return self._specs[i].arrival if i < len(self._specs) else None
+
     def advance(self, until: float) -> None:
         while True:
             t = self.next_event_time()

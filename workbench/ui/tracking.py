@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..backend import Backend
+from ..backend import Backend, Forkable
 from ..control import Decision, Recorder
 from ..model import ClusterState, JobState, JobStatus
 from ..policies.base import Policy
@@ -155,6 +155,8 @@ def summary(state: ClusterState, backend: Backend, recorder: Recorder, policy: s
         "completed": counts[JobState.COMPLETED],
         "rejected": counts[JobState.REJECTED],
         "to_arrive": int(backend.pending_arrivals()),
+        # a trace's quiet stretch (Philly's first 65 h hold one job): when the next one comes
+        "next_arrival": backend.next_arrival_time() if isinstance(backend, Forkable) else None,
         "deadline_hits": last.deadline_hits if last else 0,
         "deadline_misses": last.deadline_misses if last else 0,
     }

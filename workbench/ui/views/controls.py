@@ -57,6 +57,15 @@ def pace_text(state: WorkbenchState) -> str:
     return ""
 
 
+def next_arrival_text(state: WorkbenchState, summary: dict) -> str:
+    """When the next job arrives, where nothing waits and the cluster has room: a trace's
+    quiet stretch, during which nothing else moves."""
+    t = summary.get("next_arrival")
+    if t is None or summary["queued"] or t <= state.now:
+        return ""
+    return f" (the next at {clock_text(t - state.time_origin)})"
+
+
 def clock_text(seconds: float) -> str:
     days, rest = divmod(int(seconds), 86400)
     h, rest = divmod(rest, 3600)
@@ -359,7 +368,8 @@ class ControlsView(View):
             f"### {when} · {state_word}\n"
             f"**{s['gpus_used']:g}/{s['gpus_total']:g} GPUs** in use on {s['nodes_up']}/{s['nodes']}"
             f" nodes · {s['running']} running · {s['queued']} queued · {s['completed']} completed"
-            f" · {s['rejected']} rejected · {s['to_arrive']} yet to arrive{deadlines}"
+            f" · {s['rejected']} rejected · {s['to_arrive']} yet to arrive{next_arrival_text(st, s)}"
+            f"{deadlines}"
             f"{pace_text(st)}")
         self.engine.object = (f"**Engine now: {s['policy']}** · simulated cluster"
                               f" *{self.state.cluster_name}*, workload *{self.state.workload}*"
