@@ -191,7 +191,7 @@ class RunControls(param.Parameterized):
         """Called by the app's periodic callback: advance if running, then refresh. Several
         sessions may share one store and all tick it: only one tick per period counts. A tick
         runs rounds for at most 80 % of its period, the rest left to redraw and answer clicks
-        (at 1 day / s on the Philly trace a tick of 12 simulated hours took up to ~2 s)."""
+        (at 1 day / s on the Philly trace, a tick of 12 simulated hours took up to 0.84 s)."""
         now = time.monotonic()
         if now - self._last_tick < 0.8 * self.period_ms / 1000.0:
             return
