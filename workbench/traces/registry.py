@@ -26,7 +26,7 @@ from .deadline_rule import DeadlineRule
 from .philly import load_philly
 from .pollux import POLLUX_COLUMNS, load_pollux_workload
 from .synthetic import synthetic_workload
-from .validate import leading_comment_lines, read_header
+from .validate import read_header_at
 
 FORMS = ("default", "default:deadlines=none", "philly", "philly:PATH", "pollux:PATH", "openb[:pods=NAME,n=1000]", "synthetic",
          "synthetic:n=200,rate=0.01,deadline=2.0", "PATH.csv")
@@ -98,8 +98,7 @@ def _default_deadlines(arg: str) -> bool:
 
 
 def _by_header(path: str, seed: int) -> Jobs:
-    comments, _ = leading_comment_lines(path)  # raises InputError for a missing file
-    columns = read_header(path)
+    columns, line = read_header_at(path)  # raises InputError for a missing file
     header = set(columns)
     if not header:
         raise InputError("empty file: expected a CSV header (a Pollux workload or Philly trace)",
@@ -110,7 +109,7 @@ def _by_header(path: str, seed: int) -> Jobs:
         return load_philly(path, seed=seed)
     raise InputError(f"unknown trace format: expected a header like {','.join(POLLUX_COLUMNS)}"
                      " (Pollux) or timestamp,duration,num_gpus (Philly), got"
-                     f" {','.join(columns)}", file=path, line=comments + 1)
+                     f" {','.join(columns)}", file=path, line=line)
 
 
 def _synthetic_options(arg: str, seed: int) -> dict:

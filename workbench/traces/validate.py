@@ -154,8 +154,13 @@ def check_line_lengths(path: str, limit: int = MAX_LINE) -> None:
 
 def read_header(path: str) -> list[str]:
     """The column names of a CSV (after any leading `#` lines); [] for an empty file."""
-    _, header = leading_comment_lines(path)
-    return [c.strip() for c in header.split(",")] if header else []
+    return read_header_at(path)[0]
+
+
+def read_header_at(path: str) -> tuple[list[str], int]:
+    """`read_header`, and the header's line number (1 after no `#` lines)."""
+    comments, header = leading_comment_lines(path)
+    return ([c.strip() for c in header.split(",")] if header else []), comments + 1
 
 
 def read_table(path: str | os.PathLike, kinds: dict[str, str], *,
