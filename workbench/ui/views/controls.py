@@ -46,7 +46,7 @@ def speed_options(speed: float) -> dict[str, float]:
 def pace_text(state: WorkbenchState) -> str:
     """How fast the simulation goes where that is not the speed asked for: running to the end
     (as fast as it goes), or slower than the speed because the machine cannot keep up."""
-    pace = state.pace if state.simulated and state.running else None
+    pace = state.pace  # None unless running (a pause or a finish clears the ticks it reads)
     if pace is None or pace <= 0:
         return ""
     if state.to_end:
