@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, NamedTuple, Sequence, overload
 
 from .backend import Backend, Outcome
-from .model import Action, ClusterState, JobState, Reject, Wait
+from .model import Action, ClusterState, JobState, Reject, Suspend, Wait
 from .policies.base import Policy
 
 _ASK = object()  # `_round_time`: ask the backend for its next decision time
@@ -183,6 +183,7 @@ class Controller:
         self.policy = policy
         self.recorder = recorder or Recorder()
         self._pending_switch: Policy | None = None
+        self._taking_over = True  # the next round is the first of this engine's
         self._last_round: float | None = None
         self._finished_seen = 0
         self._idle_rounds = 0
@@ -214,6 +215,7 @@ class Controller:
                 new.forget_cluster()
                 self.policy = new
                 self._force_round = True
+                self._taking_over = True
 
     _force_round = True
 
@@ -328,11 +330,16 @@ class Controller:
         # the round is at the time it observed: on a live backend deciding and applying take
         # time, and counting the next round from their end would slip the grid every round
         started = state.now
+        outcomes = self._release_partial_gangs(policy, state) if self._taking_over else []
+        self._taking_over = False
+        if outcomes:
+            state = self.backend.observe()
         actions: list[Action] = policy.schedule(state)
-        outcomes = self.backend.apply(actions) if actions else []
+        if actions:
+            outcomes += self.backend.apply(actions)
         now = self.backend.now
         self.recorder.record_round(now, policy.name, outcomes)
-        if actions and self.recorder.sample_due(now):
+        if outcomes and self.recorder.sample_due(now):
             state = self.backend.observe()
         self.recorder.sample(state, policy.name, self._newly_finished())
         self._last_round = started
@@ -349,6 +356,19 @@ class Controller:
                 waits += 1
         return RoundReport(now, policy.name, len(outcomes), refused,
                            time.perf_counter() - t0, waits)
+
+    def _release_partial_gangs(self, policy: Policy, state: ClusterState) -> list[Outcome]:
+        """Release the jobs an engine taking over finds half-placed (HOLDING: left by
+        kube-default, which binds task by task, or found so on a live cluster), unless it
+        places that way itself. Such a job holds resources and cannot train, and an engine
+        that starts a job's tasks together or not at all never completes it: after kube-default,
+        optimus ran 20,000 rounds with 15 GPUs free and no job moving."""
+        if policy.places_partial_gangs:
+            return []
+        holding = state.jobs_in(JobState.HOLDING)
+        return self.backend.apply([
+            Suspend(j.name, f"released a partial placement: {policy.name} starts a job's tasks"
+                            " together or not at all") for j in holding]) if holding else []
 
     def _play_out_to(self, until: float) -> None:
         """Advance to `until`, before the next round. An event in between (a completion

@@ -32,6 +32,10 @@ class Policy:
     quiet_restarts: bool = False
     # Engines whose node choice goes through `self.ledger(state)` take a placement plugin.
     takes_placement: bool = False
+    # Engines that bind a gang's tasks one by one (kube-default) leave jobs half-placed
+    # (HOLDING); every other engine starts a job's tasks together or not at all, and the
+    # controller releases the half-placed jobs it finds as such an engine takes over.
+    places_partial_gangs: bool = False
     placer = None  # a placer.Placer when a placement plugin chooses the nodes
 
     def use_placement(self, plugin: str, seed: int = 0) -> None:

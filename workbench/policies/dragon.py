@@ -38,7 +38,6 @@ from ..model import (
     Place,
     Placement,
     Scale,
-    Suspend,
     Wait,
     describe_placement,
     merge_placements,
@@ -165,7 +164,6 @@ class DragonPolicy(Policy):
         self.events: list[dict[str, Any]] = []  # scaling events
         self.gangs: dict[str, dict[str, Any]] = {}
         self.placements = {"one_node": 0, "one_rack": 0, "multi_rack": 0, "nodes_total": 0}
-        self.partial_released = 0
         # Caches of what a job's spec alone (and the cluster's shape) decides, by job name:
         self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
         self._shapes = ShapeNumbers(_gang_shape)  # its gang shape, as a number
@@ -216,21 +214,15 @@ class DragonPolicy(Policy):
         return actions
 
     def _admit(self, state: ClusterState, actions: list[Action]) -> list[JobStatus]:
-        """Release partial placements, reject jobs that can never fit, and keep each queued
-        job's enqueue time. Returns the queue in arrival order."""
+        """Reject jobs that can never fit, and keep each queued job's enqueue time. Returns
+        the queue in arrival order."""
         now = state.now
-        # A partial placement left by another engine (kube-default) is released: all or nothing.
-        holding = state.jobs_in(JobState.HOLDING)
-        for job in holding:
-            actions.append(Suspend(job.name, "released a partial placement: DRAGON starts a"
-                                   " job's PS and workers together or not at all"))
-            self.partial_released += 1
         pending = by_arrival([j for j in state.iter_waiting() if j.state is _PENDING])
         rejects, queue = self._reject_impossible(state, pending)
         actions += rejects
         enqueued = self._enqueued
         queued_names = set(map(_NAME, queue))
-        for name in enqueued.keys() - queued_names - set(map(_NAME, holding)):
+        for name in enqueued.keys() - queued_names:
             del enqueued[name]
         new = queued_names - enqueued.keys()
         for job in queue if new else ():  # in queue order
@@ -510,7 +502,6 @@ class DragonPolicy(Policy):
             "scaling_events": self.events[-50:],
             "scale_downs": sum(e["kind"] == "down" for e in self.events),
             "scale_ups": sum(e["kind"] == "up" for e in self.events),
-            "partial_placements_released": self.partial_released,
             "waiting_h": waited,
             "thresholds": f"scale running gangs down for a job waiting over"
                           f" {self.wait_threshold:g} s; up when GPUs idle over"

@@ -25,6 +25,7 @@ from .teaching import queue_facts, queue_rows, top
 @register("kube-default")
 class KubeDefaultPolicy(Policy):
     takes_placement = True
+    places_partial_gangs = True
     quiet_restarts = True
     def __init__(self, round_interval: float = 60.0, tf_operator: bool = False) -> None:
         self.round_interval = round_interval

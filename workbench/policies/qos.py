@@ -247,34 +247,17 @@ class QosPolicy(Policy):
         plans = {j.name: self._plan(state, j, fc[j.name]) for j in jobs}
         ledger = Ledger(state)
         changed: set[str] = set()  # jobs given an action this round
-        released = self._release_partial(jobs, ledger, actions)
-        waiting = [p for p in plans.values()
-                   if not p.job.state.placed or p.job.name in released]
+        waiting = [p for p in plans.values() if not p.job.state.placed]
         running = [p for p in plans.values()
                    if p.job.state in (JobState.RUNNING, JobState.RESTARTING)]
         requests, best_effort = self._requests(waiting, running, state.now, actions)
-        pos = self._serve(state, ledger, requests, plans, released, changed, actions)
+        pos = self._serve(state, ledger, requests, plans, changed, actions)
         if self.autoscaling and self.use_idle:
             actions += self._speed_up(state, ledger, running, changed)
         self._start_best_effort(ledger, best_effort, pos, actions)
         self._view_args = (state.now, plans)
         self._acted = any(not isinstance(a, Wait) for a in actions)
         return actions
-
-    @staticmethod
-    def _release_partial(jobs: list[JobStatus], ledger: Ledger, actions: list[Action]
-                         ) -> set[str]:
-        """A partial placement left by another engine: release it, qos places gangs. Returns
-        the jobs released."""
-        released: set[str] = set()
-        for job in jobs:
-            if job.state is JobState.HOLDING:
-                ledger.give_back(job.workers, job.spec.worker_demand)
-                ledger.give_back(job.ps, job.spec.ps_demand)
-                actions.append(Suspend(job.name, "released a partial placement: qos starts"
-                                       " all of a job's workers together"))
-                released.add(job.name)
-        return released
 
     def _requests(self, waiting: list[Plan], running: list[Plan], now: float,
                   actions: list[Action]) -> tuple[list[tuple[Plan, int]], list[Plan]]:
@@ -312,14 +295,13 @@ class QosPolicy(Policy):
         return requests, best_effort
 
     def _serve(self, state: ClusterState, ledger: Ledger, requests: list[tuple[Plan, int]],
-               plans: dict[str, Plan], released: set[str], changed: set[str],
-               actions: list[Action]) -> int:
+               plans: dict[str, Plan], changed: set[str], actions: list[Action]) -> int:
         """Grow or start each request in turn, making room where its deadline needs it.
         Returns how many jobs were left waiting (their queue positions)."""
         pos = 0
         for p, size in requests:
             job = p.job
-            if job.state.placed and job.name not in released:
+            if job.state.placed:
                 actions += self._grow(state, ledger, p, size, plans, changed)
                 continue
             size, placement = self._fit_start(ledger, p, size)

@@ -186,8 +186,6 @@ class SpeConPolicy(Policy):
             del self.growth[name]
         self._observe_effects(state)
         actions: list[Action] = []
-        for job in state.jobs_in(JobState.HOLDING):  # left by kube-default: release, all or nothing
-            actions.append(Suspend(job.name, "released a partial placement: SpeCon places whole jobs"))
         ledger = Ledger(state)
         use = self._cpu_use(state)
         if self.migrate or self.hold:
