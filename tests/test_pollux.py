@@ -193,6 +193,21 @@ def test_a_round_places_multi_node_jobs_on_whole_nodes_one_per_node():
     assert len(b.finished) == 0 or all(j.state is JobState.COMPLETED for j in b.finished)
 
 
+def test_a_job_no_pollux_size_fits_is_rejected_at_once_saying_why():
+    """Pollux sizes a job 1 to a node's GPUs or whole nodes: a rigid 7-worker job on 4-GPU
+    nodes has no size. It waited, told that jobs with more speedup had the GPUs, until the
+    run stalled with every GPU free; a rigid 8-worker job (two whole nodes) runs."""
+    seven = adaptive("seven").with_(initial_workers=7, min_workers=7, max_workers=7)
+    eight = adaptive("eight", arrival=1.0).with_(initial_workers=8, min_workers=8, max_workers=8)
+    b = SimBackend(make_cluster(4, 4), [seven, eight])
+    c = Controller(b, make_policy("pollux"))
+    c.run(max_rounds=2_000)
+    assert b.jobs["seven"].state is JobState.REJECTED
+    assert "1 to 4 GPUs on one node or whole 4-GPU nodes" in b.jobs["seven"].reason
+    assert b.jobs["seven"].finish_time == 0.0  # at its first round, not when the run stalled
+    assert b.jobs["eight"].state is JobState.COMPLETED and not c.stalled
+
+
 def test_the_objective_of_the_greedy_beats_keeping_the_allocation_unchanged():
     jobs = [adaptive(f"j{i}", app, arrival=60.0 * i)
             for i, app in enumerate(["cifar10", "yolov3", "deepspeech2", "bert", "cifar10"] * 2)]

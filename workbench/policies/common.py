@@ -90,8 +90,10 @@ class CheckedOnce:
     trace, so each is checked once per cluster shape rather than every round. Rejections come
     in the order of `jobs`, as `reject_impossible` gives them."""
 
-    def __init__(self, rigid: bool = False) -> None:
+    def __init__(self, rigid: bool = False,
+                 also: Callable[[ClusterState, JobStatus], str] | None = None) -> None:
         self.rigid = rigid  # see `impossible`
+        self.also = also  # an engine's own verdict on the same terms (a module-level function)
         self._fine: dict[str, JobSpec] = {}  # pending jobs that can run on `_fine_on`
         self._fine_on: tuple | None = None  # the cluster signature they were checked on
 
@@ -105,7 +107,8 @@ class CheckedOnce:
         bad: dict[str, str] = {}
         for job in unchecked:
             if job.state is JobState.PENDING:  # `impossible` passes any other job
-                why = impossible(state, job, signature, self.rigid)
+                why = impossible(state, job, signature, self.rigid) or (
+                    self.also is not None and self.also(state, job))
                 if why:
                     bad[job.name] = why
                 else:

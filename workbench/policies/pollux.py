@@ -274,7 +274,8 @@ class PolluxPolicy(Policy):
         self._steps_memo: dict[str, _StepsMemo] = {}
         self._steps_on: _StepsContext | None = None  # what those were computed in
         self._agent_of: dict[str, _JobRecord] = {}  # job -> what `_round_options` keeps
-        self._reject_impossible = CheckedOnce()  # a waiting job checked once per cluster shape
+        # a waiting job checked once per cluster shape
+        self._reject_impossible = CheckedOnce(also=no_size_fits)
         # (app, fit, gradient statistics, fixed batch) -> (model, its goodputs), shared by agents
         self._shared_fits: dict[tuple, tuple] = {}
         self._grads: dict[tuple, tuple[list, list]] = {}  # (app, batch) -> sqr, var by epoch
@@ -289,7 +290,7 @@ class PolluxPolicy(Policy):
         # a copy runs on another backend's jobs: what was kept per job is remade as asked
         self._settle_view()
         return {**self.__dict__, "_steps_memo": {}, "_steps_on": None, "_agent_of": {},
-                "_reject_impossible": CheckedOnce(), "_shared_fits": {}, "_grads": {},
+                "_reject_impossible": CheckedOnce(also=no_size_fits), "_shared_fits": {}, "_grads": {},
                 "_view": None, "_arrived": ([], [])}
 
     def __setstate__(self, state: dict) -> None:
@@ -398,10 +399,13 @@ class PolluxPolicy(Policy):
         if agent is None:
             return cap
         if spec.application in ONE_REPLICA_APPS:
-            return min(cap, 1)
-        app = app_goodput(self.perf, spec.application)
-        return min(cap, max(2 * agent.max_profiled_replicas, 1), MAX_REPLICAS,
-                   app.max_batch // app.min_local)
+            explored = 1
+        else:
+            app = app_goodput(self.perf, spec.application)
+            explored = min(max(2 * agent.max_profiled_replicas, 1), MAX_REPLICAS,
+                           app.max_batch // app.min_local)
+        # a job that needs N workers may have N (the artifact's jobs need none: min_replicas 0)
+        return min(cap, max(explored, spec.min_workers))
 
     def goodput(self, agent: Agent, nodes: int, replicas: int) -> float:
         key = (nodes, replicas)
@@ -989,3 +993,20 @@ def _fit(ledger, job: JobStatus, replicas: int, gpn: int) -> tuple[Placement, Pl
             left -= gpn
     ledger.take(placement, demand)
     return placement, {}
+
+
+def no_size_fits(state: ClusterState, job: JobStatus) -> str:
+    """Why `job` can never run under Pollux's sizes ('' if it can): 1 to a node's GPUs on one
+    node, or whole nodes, up to its `max_workers` (module docstring). A rigid job of 7 workers
+    on 4-GPU nodes has none; it waited, told that other jobs gained more, until the run
+    stalled with the cluster free. Judged on every node, up or not: a verdict that stays."""
+    gpn = int(max(state.capacity[:, 2].max(), 1))
+    spec = job.spec
+    cap = min(spec.max_workers, int(state.capacity[:, 2].sum()))
+    largest = cap // gpn * gpn if cap >= 2 * gpn else min(cap, gpn)
+    if spec.min_workers <= largest:
+        return ""
+    wants = f"{spec.min_workers}" if spec.min_workers == spec.max_workers else \
+        f"{spec.min_workers} to {spec.max_workers}"
+    return (f"rejected: Pollux gives a job 1 to {gpn} GPUs on one node or whole {gpn}-GPU nodes;"
+            f" it asks for {wants} workers, which is none of those")
