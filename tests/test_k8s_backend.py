@@ -279,6 +279,38 @@ def test_policy_switch_mid_run_loses_nothing(cluster, namespace):
         backend.close()
 
 
+@pytest.mark.integration
+def test_switching_among_every_engine_at_random_loses_and_overcommits_nothing(cluster, namespace):
+    """The console's live switch, done as an operator might: a random engine every few rounds
+    while PS and all-reduce jobs run, each engine taking over what the last one left (gangs
+    half-placed, jobs resized, plans it never made). The independent audit (`no_overcommit`)
+    and every job finished once are the checks."""
+    import random
+
+    rng = random.Random(3)
+    engines = available()
+    order = rng.sample(engines, len(engines))  # each engine once, in a random order
+    backend = _backend(cluster, namespace)
+    try:
+        specs = _workload(backend.now, n=10, seed=9, ps_share=0.4)
+        specs = [s.with_(total_work=s.total_work * 15) for s in specs]  # running across switches
+        _submit_all(backend, specs)
+        controller = Controller(backend, make_policy("fifo"))
+        took_over_live = []  # each engine, if jobs were still running when it took over
+        for engine in order:
+            for _ in range(rng.randint(1, 3)):
+                controller.step()
+            controller.switch(make_policy(engine))
+            controller.step()  # the switch lands at a round
+            if any(j.state.placed for j in backend.active.values()):
+                took_over_live.append(engine)
+        _run(controller, backend)
+        assert took_over_live == order, "an engine took over an idle cluster: make the jobs longer"
+        _assert_each_finished_once(backend, specs)
+    finally:
+        backend.close()
+
+
 # ---- faults -------------------------------------------------------------------------------------
 
 
