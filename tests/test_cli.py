@@ -121,3 +121,13 @@ def test_a_bad_number_is_refused_by_the_parser_in_one_line(argv, option, expecte
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "\n" not in err
     assert f"argument {option}: expected {expected}" in err
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    # `workbench policies | head -1`: the pipe closes before the table is written
+    proc = subprocess.Popen([sys.executable, "-m", "workbench", "policies"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141
+    assert err == ""
