@@ -141,6 +141,9 @@ def _synthetic_options(arg: str, seed: int) -> dict:
                 options["apps"] = [a for a in value.split("+") if a]
             elif key == "seed":
                 options["seed"] = int(value)
+                if options["seed"] < 0:  # numpy's own refusal is a traceback
+                    raise ConfigError(f"synthetic option seed={value!r}: expected a"
+                                      " non-negative integer")
             else:
                 raise ConfigError(f"synthetic option {key!r}: expected one of n, rate, deadline,"
                                   " max_workers, ps, apps, seed")
