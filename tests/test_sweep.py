@@ -231,3 +231,32 @@ def test_a_load_that_spreads_arrivals_past_what_a_float_times_is_refused():
     with pytest.raises(ConfigError, match=r"load 1e-09: the last job would arrive at .* raise"):
         at_load(jobs, 64, 1e-9)
     assert max(j.arrival for j in at_load(jobs, 64, 0.5)) > 0
+
+
+def test_an_unknown_metric_is_refused_before_any_run(tmp_path, capsys):
+    # a misspelt metric was left out of the summary without a word
+    out = tmp_path / "runs.parquet"
+    assert main(["sweep", "--engines", "fifo", "--metrics", "avg_jct_h,p95_jct",
+                 "--out", str(out), "--serial"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--metrics: unknown metric 'p95_jct'" in err, err
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_grid_is_described_in_words():
+    from workbench.sweeps.grid import describe
+
+    assert describe(make_grid({"engines": "fifo"})) == (
+        "1 engine × 1 workload × 1 load × 1 cluster × 1 seed = 1 run")  # was "1 runs"
+    assert describe(make_grid({"engines": "fifo,drf", "seeds": 3})).endswith(
+        "2 engines × 1 workload × 1 load × 1 cluster × 3 seeds = 6 runs")
+
+
+def test_every_metric_summarises(tmp_path, capsys):
+    from workbench.sweeps.summary import metric_names
+
+    assert main(["sweep", "--engines", "fifo", "--workloads", "synthetic:n=8",
+                 "--clusters", "small", "--metrics", ",".join(metric_names()),
+                 "--out", str(tmp_path / "r.parquet"), "--serial", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["summary"]
+    assert set(metric_names()) <= set(row) and row["jobs"] == 8

@@ -41,9 +41,10 @@ def grid_values(args) -> dict:
 def run(args) -> int:
     from ..sweeps import make_grid, run_sweep
     from ..sweeps.grid import describe
-    from ..sweeps.summary import METRICS, summarize, text_rows
+    from ..sweeps.summary import METRICS, check_metrics, summarize, text_rows
 
-    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] or list(METRICS)
+    metrics = check_metrics([m.strip() for m in args.metrics.split(",") if m.strip()]
+                            ) or list(METRICS)
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers: expected a positive integer, got {args.workers}")
     for flag, path in (("--csv", args.csv), ("--report", args.report)):

@@ -243,7 +243,8 @@ def _check_inputs(grid: Grid) -> None:
 def describe(grid: Grid) -> str:
     """`12 engines × 8 workloads × 4 loads × 1 cluster × 10 seeds = 3,840 runs`."""
     parts = [f"{len(v)} {k if len(v) != 1 else k[:-1]}" for k, v in grid.axes().items()]
-    return " × ".join(parts) + f" = {len(grid.runs()):,} runs"
+    runs = len(grid.runs())
+    return " × ".join(parts) + f" = {runs:,} run{'' if runs == 1 else 's'}"
 
 
 def as_values(engines: Iterable[str] | str, **axes: Any) -> dict[str, Any]:

@@ -13,6 +13,29 @@ METRICS = ("avg_jct_h", "p95_jct_h", "makespan_h", "avg_queue_h", "deadline_hit_
 GROUP_AXES = ("workload", "cluster", "load")
 
 
+def check_metrics(names: Sequence[str], flag: str = "--metrics") -> list[str]:
+    """`names` if each is a metric a sweep's row holds, else a `ConfigError` naming the first
+    that is not (a misspelt one left the summary without it, and without a word)."""
+    from ..errors import ConfigError
+
+    known = metric_names()
+    for name in names:
+        if name not in known:
+            raise ConfigError(f"{flag}: unknown metric {name!r}; expected some of"
+                              f" {', '.join(known)}")
+    return list(names)
+
+
+def metric_names() -> list[str]:
+    """Every metric of a run's row: those `metrics.run_metrics` gives (read off a run of no
+    jobs, so the list cannot drift from it) and the controller's `stalled`."""
+    from ..clusters import parse_cluster
+    from ..metrics import run_metrics
+    from ..sim import SimBackend
+
+    return [*run_metrics(SimBackend(parse_cluster("small"), []), []), "stalled"]
+
+
 def group_columns(table: pd.DataFrame) -> list[str]:
     """`engine` and each axis other than the seed that takes more than one value."""
     return ["engine"] + [c for c in GROUP_AXES if c in table and table[c].nunique(dropna=False) > 1]
