@@ -260,3 +260,25 @@ def test_every_metric_summarises(tmp_path, capsys):
                  "--out", str(tmp_path / "r.parquet"), "--serial", "--json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)["summary"]
     assert set(metric_names()) <= set(row) and row["jobs"] == 8
+
+
+def test_an_out_file_that_is_not_a_sweep_table_is_refused_and_kept(tmp_path, capsys):
+    # a CSV given as --out was a pyarrow traceback (and would have been overwritten)
+    out = tmp_path / "runs.csv"
+    out.write_text("engine,avg_jct_h\nfifo,1.0\n")
+    assert main(["sweep", "--engines", "fifo", "--out", str(out), "--serial"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--out {out}: not a sweep's Parquet table" in err, err
+    assert out.read_text() == "engine,avg_jct_h\nfifo,1.0\n"
+    other = tmp_path / "other.parquet"
+    pd.DataFrame({"a": [1]}).to_parquet(other)
+    assert main(["sweep", "--engines", "fifo", "--out", str(other), "--serial"]) == 2
+    assert "no 'key' column" in capsys.readouterr().err
+
+
+def test_a_sweep_that_cannot_start_writes_no_table(tmp_path, capsys):
+    # an unreachable Dask scheduler: exit 2, and no empty runs.parquet/runs.csv left behind
+    assert main(["sweep", "--engines", "fifo", "--dask", "tcp://127.0.0.1:1",
+                 "--out", str(tmp_path / "runs.parquet"), "--csv", str(tmp_path / "r.csv")]) == 2
+    assert "cannot connect" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
