@@ -282,3 +282,17 @@ def test_a_sweep_that_cannot_start_writes_no_table(tmp_path, capsys):
                  "--out", str(tmp_path / "runs.parquet"), "--csv", str(tmp_path / "r.csv")]) == 2
     assert "cannot connect" in capsys.readouterr().err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("sweep.json", "sweep.json: expected a .yaml, .yml or .toml sweep file"),  # said it twice
+    ("sweep.yaml/", "sweep.yaml: is a directory, expected a sweep file"),  # "no such sweep file"
+])
+def test_a_sweep_file_of_the_wrong_kind_is_named_once(name, expected, tmp_path, capsys):
+    if name.endswith("/"):
+        (tmp_path / name).mkdir()
+    else:
+        (tmp_path / name).write_text('{"engines": ["fifo"]}\n')
+    assert main(["sweep", str(tmp_path / name.rstrip("/"))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"workbench: error: {tmp_path / expected}"

@@ -104,21 +104,23 @@ def make_grid(values: Mapping[str, Any], where: str = "") -> Grid:
 
 def read_grid_file(path: str) -> dict[str, Any]:
     """The mapping in a sweep file: YAML (.yaml, .yml) or TOML (.toml)."""
+    if os.path.isdir(path):
+        raise InputError("is a directory, expected a sweep file", file=path)
     if not os.path.isfile(path):
         raise InputError("no such sweep file", file=path)
+    if not path.endswith((".toml", ".yaml", ".yml")):  # before the `try`, which wraps errors
+        raise InputError("expected a .yaml, .yml or .toml sweep file", file=path)
     try:
         if path.endswith(".toml"):
             import tomllib
 
             with open(path, encoding="utf-8-sig") as f:  # (a byte-order mark, as Notepad wrote)
                 data = tomllib.loads(f.read())
-        elif path.endswith((".yaml", ".yml")):
+        else:
             import yaml
 
             with open(path, encoding="utf-8-sig") as f:
                 data = yaml.safe_load(f)
-        else:
-            raise InputError("expected a .yaml, .yml or .toml sweep file", file=path)
     except (ValueError, ImportError) as e:  # tomllib and yaml errors are ValueErrors or YAMLError
         raise InputError(f"cannot parse: {str(e).splitlines()[0]}", file=path) from None
     except Exception as e:  # noqa: BLE001 - yaml.YAMLError without importing yaml here
