@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from workbench.cli import main
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, WorkbenchError
 from workbench.session import load_jobs
 from workbench.sweeps import executors, make_grid, run_sweep, sweep
 from workbench.sweeps import run as sweep_run
@@ -296,3 +296,25 @@ def test_a_sweep_file_of_the_wrong_kind_is_named_once(name, expected, tmp_path, 
     assert main(["sweep", str(tmp_path / name.rstrip("/"))]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"workbench: error: {tmp_path / expected}"
+
+
+def test_the_python_api_checks_its_outputs_and_executor_before_any_run(tmp_path):
+    out = str(tmp_path / "runs.parquet")
+    with pytest.raises(WorkbenchError, match="report .*cannot write"):  # raised after the runs
+        sweep(["fifo"], ["synthetic:n=5"], out=out, report=str(tmp_path / "no" / "r.html"))
+    with pytest.raises(ConfigError, match="workers: expected a positive integer, got -2"):
+        sweep(["fifo"], ["synthetic:n=5"], out=out, workers=-2)  # the pool's ValueError
+    with pytest.raises(ConfigError, match="serial, dask: give one"):  # ran on Dask
+        sweep(["fifo"], ["synthetic:n=5"], out=out, serial=True, dask="local")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--workers", "0"], "argument --workers: expected a positive integer, got '0'"),
+    (["--serial", "--dask", "local"], "argument --dask: not allowed with argument --serial"),
+])
+def test_cli_executor_options_are_checked_by_the_parser(argv, words, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", "--engines", "fifo", *argv])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and words in err, err

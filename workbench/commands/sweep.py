@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 
+from .. import argtypes
 from ..errors import ConfigError
 from ..output import check_writable, emit
 
@@ -45,8 +46,6 @@ def run(args) -> int:
 
     metrics = check_metrics([m.strip() for m in args.metrics.split(",") if m.strip()]
                             ) or list(METRICS)
-    if args.workers is not None and args.workers < 1:
-        raise ConfigError(f"--workers: expected a positive integer, got {args.workers}")
     for flag, path in (("--csv", args.csv), ("--report", args.report)):
         if path:
             check_writable(path, flag)
@@ -109,10 +108,12 @@ def register(sub) -> None:
     p.add_argument("--report", help="write plots (JCT CDFs, metric vs load) to this HTML file")
     p.add_argument("--metrics", default="", help="metrics to summarise, comma-separated"
                                                  " (default avg_jct_h, p95_jct_h, …)")
-    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
-    p.add_argument("--serial", action="store_true", help="run in this process, one by one")
-    p.add_argument("--dask", metavar="ADDRESS", help="run on a Dask cluster (tcp://host:8786),"
-                                                     " or 'local' to start a LocalCluster")
+    p.add_argument("--workers", type=argtypes.count,
+                   help="worker processes (default: all cores)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--serial", action="store_true", help="run in this process, one by one")
+    where.add_argument("--dask", metavar="ADDRESS", help="run on a Dask cluster"
+                       " (tcp://host:8786), or 'local' to start a LocalCluster")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
     p.set_defaults(func=run)
