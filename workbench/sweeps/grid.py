@@ -188,7 +188,8 @@ def _seeds(value: Any) -> list[int]:
     """`10` (seeds 0..9), `"3-7"` (3..7), or a list of seeds."""
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
-            raise ConfigError(f"seeds: expected a count >= 1, a range like 0-9 or a list, got {value}")
+            raise ConfigError(f"seeds: one number is a count of seeds (10: seeds 0-9), so at"
+                              f" least 1, got {value}; one seed alone is a range (0-0) or a list")
         _check_runs(value, "seeds", "seeds")
         return list(range(value))
     if isinstance(value, str) and "-" in value and "," not in value:
@@ -201,8 +202,8 @@ def _seeds(value: Any) -> list[int]:
         if not seeds or int(low) < 0:
             raise ConfigError(f"seeds: expected a range like 0-9, got {value!r}")
         return seeds
-    if isinstance(value, str) and "," not in value:
-        return _seeds(_number("seeds", value, int, minimum=1))
+    if isinstance(value, str) and "," not in value:  # `--seeds 0` reads "0": a count of 0
+        return _seeds(_number("seeds", value, int, minimum=0))
     seeds = [_number("seeds", v, int, minimum=0) for v in _items("seeds", value)]
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds: a seed is listed twice in {seeds}")
