@@ -131,3 +131,19 @@ def test_a_reader_that_leaves_early_gets_no_traceback():
     err = proc.stderr.read()
     assert proc.wait(timeout=60) == 141
     assert err == ""
+
+
+def test_the_progress_line_never_says_done_while_jobs_still_run():
+    import io
+
+    from workbench.commands.simulate import progress_printer
+
+    stream = io.StringIO()
+    show = progress_printer(True, horizon=7200.0, stream=stream)
+    show(3600.0)
+    assert "50.0% of arrivals" in stream.getvalue()
+    show(7200.0 + 3600.0)  # every job arrived, some still run: this was a bar at 100.0%
+    last = stream.getvalue().rsplit("\r", 1)[1]
+    assert "100.0%" not in last and last.startswith("all jobs arrived, finishing the rest")
+    assert "sim      3.0 h" in last
+    assert len(last) == len(stream.getvalue().split("\r")[1])  # it covers the longer bar line

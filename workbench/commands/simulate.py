@@ -64,17 +64,25 @@ def parse_faults(specs: list[str], nodes) -> list:
     return faults
 
 
-def _progress_printer(enabled: bool, horizon: float | None):
+def progress_printer(enabled: bool, horizon: float | None, stream=None):
+    """A progress line on `stream` (stderr) for a run whose last job arrives at `horizon`:
+    the share of the arrival window simulated, then, once every job has arrived, that the
+    run is finishing the jobs left (a bar at 100 % for the last hours of a Philly replay,
+    still running, said it was done)."""
     if not enabled:
         return None
+    stream = stream or sys.stderr
     start = time.perf_counter()
 
     def show(now: float) -> None:
-        frac = min(now / horizon, 1.0) if horizon else 0.0
-        bar = "#" * int(frac * 30)
-        sys.stderr.write(f"\r[{bar:<30}] {frac:6.1%}  sim {now / 3600:8.1f} h"
-                         f"  wall {time.perf_counter() - start:5.1f} s")
-        sys.stderr.flush()
+        wall = f"sim {now / 3600:8.1f} h  wall {time.perf_counter() - start:5.1f} s"
+        if horizon and now >= horizon:
+            line = f"all jobs arrived, finishing the rest: {wall}"
+        else:
+            frac = min(now / horizon, 1.0) if horizon else 0.0
+            line = f"[{'#' * int(frac * 30):<30}] {frac:6.1%} of arrivals  {wall}"
+        stream.write(f"\r{line:<84}")  # padded: a shorter line leaves none of the last one
+        stream.flush()
 
     return show
 
@@ -126,7 +134,7 @@ def run_simulate(args) -> int:
     results = []
     for engine in engines:
         results.append(run_policy(nodes, jobs, engine, restart_delay=args.restart_delay,
-                                  faults=faults, progress=_progress_printer(show_progress, horizon)))
+                                  faults=faults, progress=progress_printer(show_progress, horizon)))
         if show_progress:
             sys.stderr.write("\n")
     rows = [r.row() for r in results]
