@@ -128,6 +128,9 @@ def test_a_killed_worker_loses_and_duplicates_nothing(where, serial_table, tmp_p
     ("engines: [fifo]\nworkloads: [nosuch]\n", "workloads: 'nosuch': unknown trace"),
     ("engines: [fifo]\nclusters: [9z]\n", "clusters:"),
     ("engines: [fifo]\nengine: fifo\n", "unknown key 'engine'"),
+    # a value listed twice ran once, under a line counting it twice ("= 2 runs: ran 1")
+    ("engines: [fifo, drf, fifo]\n", "engines: 'fifo' is listed twice"),
+    ("engines: [fifo]\nloads: [1, 1.0]\n", "loads: 1.0 is listed twice"),
     ("workloads: [default]\n", "engines: missing"),
     ("engines: [fifo]\nrestart_delay: 1e9\n", "restart_delay: expected a number from 0 to 86400"),
     # a typo's grid is refused before its runs are listed (10^9 seeds took minutes)

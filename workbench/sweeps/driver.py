@@ -65,7 +65,7 @@ def run_sweep(grid: Grid, *, out: str | None = None, csv: str | None = None,
     check_executor(serial, workers, dask)
     start = time.perf_counter()
     store = ResultStore(out, csv)
-    configs = list({c.key: c for c in grid.runs()}.values())  # a value listed twice runs once
+    configs = list({c.key: c for c in grid.runs()}.values())  # a Grid made by hand may repeat
     done = store.done_keys()
     todo = [c for c in configs if c.key not in done]
     outcome = SweepOutcome(grid, pd.DataFrame(), skipped=len(configs) - len(todo))

@@ -95,6 +95,8 @@ def make_grid(values: Mapping[str, Any], where: str = "") -> Grid:
 
             grid.restart_delay = _number("restart_delay", values["restart_delay"], float, 0.0,
                                          MAX_RESTART_DELAY)
+        for key in ("engines", "workloads", "loads", "clusters"):
+            _once(key, getattr(grid, key))
         _check_runs(math.prod(len(v) for v in grid.axes().values()), "the grid")
         _check_inputs(grid)
     except WorkbenchError as e:
@@ -144,6 +146,16 @@ def _items(key: str, value: Any, split: bool = True) -> list:
     if not items:
         raise ConfigError(f"{key}: empty; give at least one value")
     return items
+
+
+def _once(key: str, values: list) -> None:
+    """Refuse a value listed twice (as seeds do): it ran once while the grid's line counted it
+    twice ("2 engines × … = 2 runs: ran 1")."""
+    seen = set()
+    for v in values:
+        if v in seen:
+            raise ConfigError(f"{key}: {'trace' if v is None else v!r} is listed twice")
+        seen.add(v)
 
 
 def _strings(key: str, value: Any, split: bool = True) -> list[str]:
