@@ -324,3 +324,13 @@ def test_cli_executor_options_are_checked_by_the_parser(argv, words, capsys):
         main(["sweep", "--engines", "fifo", *argv])
     err = capsys.readouterr().err
     assert e.value.code == 2 and err.count("\n") == 1 and words in err, err
+
+
+def test_the_summary_says_when_an_engine_rejected_jobs(tmp_path, capsys):
+    # dl2 takes parameter-server jobs only: its summary row read "hit rate 0, JCT -" and no why
+    assert main(["sweep", "--engines", "dl2", "fifo", "--workloads", "synthetic:n=6",
+                 "--clusters", "small", "--seeds", "2", "--serial",
+                 "--out", str(tmp_path / "r.parquet")]) == 0
+    out = capsys.readouterr().out
+    assert "dl2 on synthetic:n=6: 12 of 12 jobs rejected over its runs" in out
+    assert "fifo on" not in out

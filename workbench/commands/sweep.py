@@ -42,7 +42,7 @@ def grid_values(args) -> dict:
 def run(args) -> int:
     from ..sweeps import make_grid, run_sweep
     from ..sweeps.grid import describe
-    from ..sweeps.summary import METRICS, check_metrics, summarize, text_rows
+    from ..sweeps.summary import METRICS, check_metrics, rejection_notes, summarize, text_rows
 
     metrics = check_metrics([m.strip() for m in args.metrics.split(",") if m.strip()]
                             ) or list(METRICS)
@@ -75,6 +75,7 @@ def run(args) -> int:
               f" {len(failures)} failed, in {outcome.wall_s:.1f} s")]
     notes += [f"failed: {f['engine']} on {f['workload']} seed {f['seed']}: {f['error']}"
               for f in failures[:10]]
+    notes += rejection_notes(table)
     tables = {} if summary is None else {
         "mean ± 95% CI over seeds": text_rows(summary, metrics)}
     emit(result, as_json=args.json, tables=tables, notes=notes)

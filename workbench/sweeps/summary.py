@@ -84,3 +84,16 @@ def text_rows(summary: pd.DataFrame, metrics: Sequence[str] = METRICS) -> list[d
                           + ("" if np.isnan(ci) else f" ± {ci:.2g}"))
         out.append(row)
     return out
+
+
+def rejection_notes(table: pd.DataFrame, most: int = 10) -> list[str]:
+    """One line per engine and workload whose runs rejected jobs: the summary's means are over
+    the jobs that ran, and an engine that refuses a workload's jobs (dl2 takes
+    parameter-server jobs only) otherwise shows a hit rate of 0 and no JCT without a why."""
+    if "rejected" not in table or not len(table):
+        return []
+    sums = table.groupby(["engine", "workload"], sort=False)[["rejected", "jobs"]].sum()
+    lines = [f"{engine} on {workload}: {int(r.rejected):,} of {int(r.jobs):,} jobs rejected"
+             " over its runs (the decisions say why: workbench simulate --decisions)"
+             for (engine, workload), r in sums.iterrows() if r.rejected > 0]
+    return lines[:most] + ([f"... and {len(lines) - most} more"] if len(lines) > most else [])
