@@ -133,10 +133,13 @@ def run_simulate(args) -> int:
     horizon = max(j.arrival for j in jobs) if jobs else None
     results = []
     for engine in engines:
-        results.append(run_policy(nodes, jobs, engine, restart_delay=args.restart_delay,
-                                  faults=faults, progress=progress_printer(show_progress, horizon)))
-        if show_progress:
-            sys.stderr.write("\n")
+        try:
+            results.append(run_policy(nodes, jobs, engine, restart_delay=args.restart_delay,
+                                      faults=faults,
+                                      progress=progress_printer(show_progress, horizon)))
+        finally:  # Ctrl-C too: "workbench: interrupted" on a line of its own
+            if show_progress:
+                sys.stderr.write("\n")
     rows = [r.row() for r in results]
     gpus = sum(n.gpus for n in nodes)
     result = {"trace": args.trace, "jobs": len(jobs), "nodes": len(nodes), "gpus": gpus,
