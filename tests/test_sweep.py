@@ -334,3 +334,14 @@ def test_the_summary_says_when_an_engine_rejected_jobs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "dl2 on synthetic:n=6: 12 of 12 jobs rejected over its runs" in out
     assert "fifo on" not in out
+
+
+def test_the_python_api_takes_ranges_and_numpy_values_as_lists():
+    # a notebook's seeds=range(3) or loads=np.linspace(...) was "expected a list"
+    plain = make_grid({"engines": ["fifo"], "seeds": [0, 1, 2], "loads": [0.5, 1.0]})
+    for seeds, loads in [(range(3), np.array([0.5, 1.0])), (np.arange(3), (0.5, 1)),
+                         (np.int64(3), np.linspace(0.5, 1.0, 2))]:
+        grid = make_grid({"engines": np.array(["fifo"]), "seeds": seeds, "loads": loads})
+        assert [c.key for c in grid.runs()] == [c.key for c in plain.runs()]  # resumable alike
+    with pytest.raises(ConfigError, match="engines: expected a list"):
+        make_grid({"engines": {"fifo": 1}})

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from itertools import product
 from typing import Any
 
+import numpy as np
+
 from ..errors import ConfigError, InputError, WorkbenchError
 
 AXES = ("engines", "workloads", "loads", "clusters", "seeds")
@@ -132,15 +134,22 @@ def read_grid_file(path: str) -> dict[str, Any]:
     return data
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds (`np.arange(5)`'s items are numpy's)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _items(key: str, value: Any, split: bool = True) -> list:
-    """`value` as a non-empty list: a list as is, a string split at commas (when `split`)."""
+    """`value` as a non-empty list: a string split at commas (when `split`), one number, or
+    any other sequence of values (a list, `range(10)`, a numpy array) as its items."""
+    value = _plain(value)
     if isinstance(value, str):
         items = [s.strip() for s in value.split(",")] if split else [value.strip()]
         items = [s for s in items if s]
-    elif isinstance(value, (list, tuple)):
-        items = list(value)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         items = [value]
+    elif isinstance(value, Iterable) and not isinstance(value, (Mapping, bytes)):
+        items = [_plain(v) for v in value]
     else:
         raise ConfigError(f"{key}: expected a list, got {value!r}")
     if not items:
@@ -198,6 +207,7 @@ def _check_runs(count: int, what: str, unit: str = "runs") -> None:
 
 def _seeds(value: Any) -> list[int]:
     """`10` (seeds 0..9), `"3-7"` (3..7), or a list of seeds."""
+    value = _plain(value)
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
             raise ConfigError(f"seeds: one number is a count of seeds (10: seeds 0-9), so at"
