@@ -345,3 +345,21 @@ def test_the_python_api_takes_ranges_and_numpy_values_as_lists():
         assert [c.key for c in grid.runs()] == [c.key for c in plain.runs()]  # resumable alike
     with pytest.raises(ConfigError, match="engines: expected a list"):
         make_grid({"engines": {"fifo": 1}})
+
+
+def test_an_edited_trace_file_is_run_again_not_taken_from_the_table(tmp_path):
+    # the key held the path only: after an edit a rerun said "already in" and kept the old rows
+    trace = tmp_path / "w.csv"
+    trace.write_text("name,time,application,num_replicas,batch_size\n"
+                     "a,0,cifar10,1,128\nb,60,cifar10,1,128\n")
+    out = str(tmp_path / "runs.parquet")
+    first = sweep(["fifo"], [str(trace)], clusters=["small"], out=out, serial=True)
+    assert first["jobs"].tolist() == [2]
+    named = make_grid({"engines": "fifo", "workloads": "default"}).runs()[0]
+    assert named.trace_digest is None and named.key == "d913b93529c33ff8"  # keys as before
+    again = sweep(["fifo"], [str(trace)], clusters=["small"], out=out, serial=True)
+    assert again["key"].tolist() == first["key"].tolist()  # unchanged file: the stored row
+    with trace.open("a") as f:
+        f.write("c,120,cifar10,1,128\n")
+    edited = sweep(["fifo"], [str(trace)], clusters=["small"], out=out, serial=True)
+    assert edited["jobs"].tolist() == [3] and edited["key"].tolist() != first["key"].tolist()

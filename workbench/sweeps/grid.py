@@ -40,11 +40,15 @@ class RunConfig:
     seed: int
     limit: int | None = None
     restart_delay: float = 30.0
+    trace_digest: str | None = None  # of the file a workload names (`workloads.trace_digest`)
 
     @property
     def key(self) -> str:
         """16 hex digits of a SHA-256 over the configuration's canonical JSON."""
-        text = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        data = asdict(self)
+        if data["trace_digest"] is None:  # a workload named, not a file: keys as they were
+            del data["trace_digest"]
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -59,11 +63,13 @@ class Grid:
     seeds: list[int] = field(default_factory=lambda: [0])
     limit: int | None = None
     restart_delay: float = 30.0
+    digests: dict[str, str] = field(default_factory=dict)  # workload -> its file's digest
 
     def runs(self) -> list[RunConfig]:
         """One config per point, the engine varying fastest: consecutive runs share a
         workload, which a worker loads once (`run.workload_jobs` caches it)."""
-        return [RunConfig(engine, workload, load, cluster, seed, self.limit, self.restart_delay)
+        return [RunConfig(engine, workload, load, cluster, seed, self.limit, self.restart_delay,
+                          self.digests.get(workload))
                 for workload, cluster, load, seed, engine in
                 product(self.workloads, self.clusters, self.loads, self.seeds, self.engines)]
 
@@ -101,6 +107,10 @@ def make_grid(values: Mapping[str, Any], where: str = "") -> Grid:
             _once(key, getattr(grid, key))
         _check_runs(math.prod(len(v) for v in grid.axes().values()), "the grid")
         _check_inputs(grid)
+        from .workloads import trace_digest
+
+        # an edited trace file is a new workload: its runs are not the stored ones
+        grid.digests = {w: d for w in grid.workloads if (d := trace_digest(w)) is not None}
     except WorkbenchError as e:
         raise ConfigError(f"{prefix}{e}") from None
     return grid

@@ -45,7 +45,7 @@ def run_one(config: RunConfig) -> dict[str, Any]:
     try:
         nodes = load_nodes(config.workload, cluster)
         jobs = workload_jobs(config.workload, config.seed, config.limit, config.load,
-                             sum(n.gpus for n in nodes))
+                             sum(n.gpus for n in nodes), config.trace_digest)
         result = run_policy(nodes, jobs, config.engine, restart_delay=config.restart_delay)
     except Exception as e:  # noqa: BLE001 - a failed run is reported, the sweep goes on
         return {"key": config.key, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
