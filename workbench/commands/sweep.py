@@ -4,7 +4,7 @@ into one resumable Parquet table, with a summary (mean ± 95 % CI over seeds) an
 
     workbench sweep --engines fifo tiresias optimus --workloads default synthetic:n=200 \\
         --loads 0.5 1 1.5 --seeds 10 --out runs.parquet --report runs.html
-    workbench sweep docs/sweep-example.yaml --dask tcp://scheduler:8786
+    workbench sweep examples/sweep.yaml --dask tcp://scheduler:8786
 
 Every option is checked before anything runs: a bad value is one line naming its key, exit 2,
 and no file written. Running the same command again runs only the runs not in `--out`.
