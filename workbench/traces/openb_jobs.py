@@ -65,7 +65,7 @@ def openb_jobs(pods: pd.DataFrame, *, n: int = 1000, interval: float = 30.0, see
 
 def load_openb_jobs(arg: str, seed: int = 0) -> Jobs:
     """`openb:pods=NAME_OR_PATH,n=1000,interval=30,seed=0,max_duration=86400` (all optional)."""
-    from .openb import load_openb_pods, resolve_pod_list
+    from .openb import DATA_ENV, load_openb_pods, resolve_pod_list
 
     options: dict = {"seed": seed}
     pods = None
@@ -81,5 +81,6 @@ def load_openb_jobs(arg: str, seed: int = 0) -> Jobs:
             options[key] = int(value) if key in ("n", "seed") else float(value)
         except ValueError:
             raise ConfigError(f"openb option {key}={value!r}: expected a number") from None
-    path = resolve_pod_list(pods)
+    # a trace spec has no --data option: say what it takes (the `openb` command's hint did)
+    path = resolve_pod_list(pods, how=f"set ${DATA_ENV}=DIR or name a pod list, openb:pods=PATH")
     return openb_jobs(load_openb_pods(path), source=f"openb:{path.stem}", **options)
