@@ -214,7 +214,7 @@ def _run_from_snapshot(args, engines: list) -> int:
     from ..errors import InputError
     from ..experiment import RunResult
     from ..metrics import run_metrics
-    from ..session import AdmittingController, refusals
+    from ..session import AdmittingController, meter_fragmentation, refusals
     from ..sim.restore import from_snapshot
     from ..sim.snapshot import Snapshot
 
@@ -234,6 +234,8 @@ def _run_from_snapshot(args, engines: list) -> int:
         except ValueError as e:  # a placement that does not fit its node
             raise InputError(str(e), file=args.from_snapshot) from None
         controller = AdmittingController(backend, engine, refused)
+        # as `simulate` measures it: gpu_frag_avg was "-" here and a number there
+        meter_fragmentation(controller, [s for s in specs if s.name not in verdicts])
         controller.run()
         metrics = run_metrics(backend, controller.recorder.timeline)
         metrics["stalled"] = len(controller.stalled)
