@@ -363,3 +363,14 @@ def test_an_edited_trace_file_is_run_again_not_taken_from_the_table(tmp_path):
         f.write("c,120,cifar10,1,128\n")
     edited = sweep(["fifo"], [str(trace)], clusters=["small"], out=out, serial=True)
     assert edited["jobs"].tolist() == [3] and edited["key"].tolist() != first["key"].tolist()
+
+
+def test_a_report_with_nothing_to_plot_is_said_to_be_missing(tmp_path, capsys):
+    # every run failed (a load past the time limit): exit 1, and the report's absence said
+    report = tmp_path / "r.html"
+    assert main(["sweep", "--engines", "fifo", "--loads", "1e-12", "--limit", "5", "--serial",
+                 "--out", str(tmp_path / "r.parquet"), "--report", str(report)]) == 1
+    out = capsys.readouterr().out
+    assert "1 failed" in out and "raise the load" in out
+    assert f"--report {report}: not written, no run of the grid finished" in out
+    assert not report.exists()

@@ -76,6 +76,8 @@ def run(args) -> int:
     notes += [f"failed: {f['engine']} on {f['workload']} seed {f['seed']}: {f['error']}"
               for f in failures[:10]]
     notes += rejection_notes(table)
+    if args.report and not len(table):  # it was left out without a word
+        notes.append(f"--report {args.report}: not written, no run of the grid finished")
     tables = {} if summary is None else {
         "mean ± 95% CI over seeds": text_rows(summary, metrics)}
     emit(result, as_json=args.json, tables=tables, notes=notes)
