@@ -19,7 +19,9 @@ import numpy as np
 from .grid import RunConfig
 
 PERCENTILES = np.arange(101)
-WALL_COLUMNS = ("wall_s", "sim_s")  # the only columns that differ between identical runs
+# the only columns that differ between identical runs: `sim_s` is the simulation's wall time
+# (`simulate` prints it as `wall_s`), `wall_s` the whole run with the workload's loading
+WALL_COLUMNS = ("wall_s", "sim_s")
 
 
 @lru_cache(maxsize=1)
