@@ -121,3 +121,66 @@ def test_a_bad_number_is_refused_by_the_parser_in_one_line(argv, option, expecte
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "\n" not in err
     assert f"argument {option}: expected {expected}" in err
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    # `workbench policies | head -1`: the pipe closes before the table is written
+    proc = subprocess.Popen([sys.executable, "-m", "workbench", "policies"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141
+    assert err == ""
+
+
+def test_the_progress_line_never_says_done_while_jobs_still_run():
+    import io
+
+    from workbench.commands.simulate import progress_printer
+
+    stream = io.StringIO()
+    show = progress_printer(True, horizon=7200.0, stream=stream)
+    show(3600.0)
+    assert "50.0% of arrivals" in stream.getvalue()
+    show(7200.0 + 3600.0)  # every job arrived, some still run: this was a bar at 100.0%
+    last = stream.getvalue().rsplit("\r", 1)[1]
+    assert "100.0%" not in last and last.startswith("all jobs arrived, finishing the rest")
+    assert "sim      3.0 h" in last
+    assert len(last) == len(stream.getvalue().split("\r")[1])  # it covers the longer bar line
+
+
+def test_ctrl_c_during_the_progress_line_says_so_on_a_line_of_its_own():
+    import os
+    import pty
+    import select
+    import signal
+    import time
+
+    # the progress line is drawn on a terminal only, so the run gets one
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "workbench", "simulate", "--trace", "philly",
+                             "--limit", "20000"], stdin=follower, stdout=follower,
+                            stderr=follower, start_new_session=True)
+    os.close(follower)
+    seen, deadline = b"", time.monotonic() + 120
+    try:
+        while b"of arrivals" not in seen and time.monotonic() < deadline:
+            if select.select([leader], [], [], 1.0)[0]:
+                seen += os.read(leader, 65536)
+        os.killpg(proc.pid, signal.SIGINT)
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the run ended and closed its side
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert proc.wait(timeout=60) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(leader)
+    assert b"of arrivals" in seen
+    # it was "... wall 4.2 s   workbench: interrupted", the message glued to the bar
+    assert seen.replace(b"\r\n", b"\n").rstrip().endswith(b"\nworkbench: interrupted"), seen[-300:]

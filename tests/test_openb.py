@@ -382,3 +382,12 @@ def test_the_cli_finds_openb_data_as_a_notebook_does(tmp_path, monkeypatch, caps
     assert "openb data not found ($WORKBENCH_OPENB_DATA" in err and err.count("\n") == 1
     monkeypatch.setenv("WORKBENCH_OPENB_DATA", str(data))
     assert main(["openb", "--plugins", "best-fit", "--seeds", "1", "--json", "--quiet"]) == 0
+
+
+def test_an_openb_trace_without_data_says_what_a_trace_spec_takes(tmp_path, monkeypatch, capsys):
+    # simulate --trace openb told the user to "pass --data DIR", an option simulate has not
+    monkeypatch.setenv("WORKBENCH_OPENB_DATA", str(tmp_path / "nowhere"))
+    assert main(["simulate", "--trace", "openb"]) == 2
+    err = capsys.readouterr().err
+    assert "openb data not found" in err and err.count("\n") == 1
+    assert "openb:pods=PATH" in err and "--data" not in err

@@ -205,6 +205,7 @@ def test_simulate_from_snapshot_cli(busy, tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     row = out["results"][0]
     assert out["jobs"] == 80 and row["completed"] + row["rejected"] == 80
+    assert row["gpu_frag_avg"] is not None  # measured as `simulate --trace` measures it
     busy.run()  # the original run to the end: the replay ends as it does
     assert row["completed"] == sum(1 for j in busy.backend.finished
                                    if j.state is JobState.COMPLETED)

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from workbench.cli import main
-from workbench.errors import ConfigError
+from workbench.errors import ConfigError, WorkbenchError
 from workbench.session import load_jobs
 from workbench.sweeps import executors, make_grid, run_sweep, sweep
 from workbench.sweeps import run as sweep_run
@@ -121,10 +121,16 @@ def test_a_killed_worker_loses_and_duplicates_nothing(where, serial_table, tmp_p
     ("engines: [fifo, nosuch]\n", "engines: unknown engine 'nosuch'"),
     ("engines: []\n", "engines: empty"),
     ("engines: [fifo]\nloads: [high]\n", "loads: expected positive numbers"),
-    ("engines: [fifo]\nseeds: -2\n", "seeds: expected a count"),
+    ("engines: [fifo]\nseeds: -2\n", "seeds: one number is a count of seeds"),
+    # the CLI's `--seeds 0` said "expected a number >= 1, got '0'": it is a count
+    ("engines: [fifo]\nseeds: '0'\n", "count of seeds (10: seeds 0-9), so at least 1, got 0;"
+                                      " one seed alone is a range (0-0) or a list"),
     ("engines: [fifo]\nworkloads: [nosuch]\n", "workloads: 'nosuch': unknown trace"),
     ("engines: [fifo]\nclusters: [9z]\n", "clusters:"),
     ("engines: [fifo]\nengine: fifo\n", "unknown key 'engine'"),
+    # a value listed twice ran once, under a line counting it twice ("= 2 runs: ran 1")
+    ("engines: [fifo, drf, fifo]\n", "engines: 'fifo' is listed twice"),
+    ("engines: [fifo]\nloads: [1, 1.0]\n", "loads: 1.0 is listed twice"),
     ("workloads: [default]\n", "engines: missing"),
     ("engines: [fifo]\nrestart_delay: 1e9\n", "restart_delay: expected a number from 0 to 86400"),
     # a typo's grid is refused before its runs are listed (10^9 seeds took minutes)
@@ -231,3 +237,140 @@ def test_a_load_that_spreads_arrivals_past_what_a_float_times_is_refused():
     with pytest.raises(ConfigError, match=r"load 1e-09: the last job would arrive at .* raise"):
         at_load(jobs, 64, 1e-9)
     assert max(j.arrival for j in at_load(jobs, 64, 0.5)) > 0
+
+
+def test_an_unknown_metric_is_refused_before_any_run(tmp_path, capsys):
+    # a misspelt metric was left out of the summary without a word
+    out = tmp_path / "runs.parquet"
+    assert main(["sweep", "--engines", "fifo", "--metrics", "avg_jct_h,p95_jct",
+                 "--out", str(out), "--serial"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--metrics: unknown metric 'p95_jct'" in err, err
+    assert os.listdir(tmp_path) == []
+
+
+def test_the_grid_is_described_in_words():
+    from workbench.sweeps.grid import describe
+
+    assert describe(make_grid({"engines": "fifo"})) == (
+        "1 engine × 1 workload × 1 load × 1 cluster × 1 seed = 1 run")  # was "1 runs"
+    assert describe(make_grid({"engines": "fifo,drf", "seeds": 3})).endswith(
+        "2 engines × 1 workload × 1 load × 1 cluster × 3 seeds = 6 runs")
+
+
+def test_every_metric_summarises(tmp_path, capsys):
+    from workbench.sweeps.summary import metric_names
+
+    assert main(["sweep", "--engines", "fifo", "--workloads", "synthetic:n=8",
+                 "--clusters", "small", "--metrics", ",".join(metric_names()),
+                 "--out", str(tmp_path / "r.parquet"), "--serial", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["summary"]
+    assert set(metric_names()) <= set(row) and row["jobs"] == 8
+
+
+def test_an_out_file_that_is_not_a_sweep_table_is_refused_and_kept(tmp_path, capsys):
+    # a CSV given as --out was a pyarrow traceback (and would have been overwritten)
+    out = tmp_path / "runs.csv"
+    out.write_text("engine,avg_jct_h\nfifo,1.0\n")
+    assert main(["sweep", "--engines", "fifo", "--out", str(out), "--serial"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--out {out}: not a sweep's Parquet table" in err, err
+    assert out.read_text() == "engine,avg_jct_h\nfifo,1.0\n"
+    other = tmp_path / "other.parquet"
+    pd.DataFrame({"a": [1]}).to_parquet(other)
+    assert main(["sweep", "--engines", "fifo", "--out", str(other), "--serial"]) == 2
+    assert "no 'key' column" in capsys.readouterr().err
+
+
+def test_a_sweep_that_cannot_start_writes_no_table(tmp_path, capsys):
+    # an unreachable Dask scheduler: exit 2, and no empty runs.parquet/runs.csv left behind
+    assert main(["sweep", "--engines", "fifo", "--dask", "tcp://127.0.0.1:1",
+                 "--out", str(tmp_path / "runs.parquet"), "--csv", str(tmp_path / "r.csv")]) == 2
+    assert "cannot connect" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("sweep.json", "sweep.json: expected a .yaml, .yml or .toml sweep file"),  # said it twice
+    ("sweep.yaml/", "sweep.yaml: is a directory, expected a sweep file"),  # "no such sweep file"
+])
+def test_a_sweep_file_of_the_wrong_kind_is_named_once(name, expected, tmp_path, capsys):
+    if name.endswith("/"):
+        (tmp_path / name).mkdir()
+    else:
+        (tmp_path / name).write_text('{"engines": ["fifo"]}\n')
+    assert main(["sweep", str(tmp_path / name.rstrip("/"))]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"workbench: error: {tmp_path / expected}"
+
+
+def test_the_python_api_checks_its_outputs_and_executor_before_any_run(tmp_path):
+    out = str(tmp_path / "runs.parquet")
+    with pytest.raises(WorkbenchError, match="report .*cannot write"):  # raised after the runs
+        sweep(["fifo"], ["synthetic:n=5"], out=out, report=str(tmp_path / "no" / "r.html"))
+    with pytest.raises(ConfigError, match="workers: expected a positive integer, got -2"):
+        sweep(["fifo"], ["synthetic:n=5"], out=out, workers=-2)  # the pool's ValueError
+    with pytest.raises(ConfigError, match="serial, dask: give one"):  # ran on Dask
+        sweep(["fifo"], ["synthetic:n=5"], out=out, serial=True, dask="local")
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--workers", "0"], "argument --workers: expected a positive integer, got '0'"),
+    (["--serial", "--dask", "local"], "argument --dask: not allowed with argument --serial"),
+])
+def test_cli_executor_options_are_checked_by_the_parser(argv, words, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["sweep", "--engines", "fifo", *argv])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.count("\n") == 1 and words in err, err
+
+
+def test_the_summary_says_when_an_engine_rejected_jobs(tmp_path, capsys):
+    # dl2 takes parameter-server jobs only: its summary row read "hit rate 0, JCT -" and no why
+    assert main(["sweep", "--engines", "dl2", "fifo", "--workloads", "synthetic:n=6",
+                 "--clusters", "small", "--seeds", "2", "--serial",
+                 "--out", str(tmp_path / "r.parquet")]) == 0
+    out = capsys.readouterr().out
+    assert "dl2 on synthetic:n=6: 12 of 12 jobs rejected over its runs" in out
+    assert "fifo on" not in out
+
+
+def test_the_python_api_takes_ranges_and_numpy_values_as_lists():
+    # a notebook's seeds=range(3) or loads=np.linspace(...) was "expected a list"
+    plain = make_grid({"engines": ["fifo"], "seeds": [0, 1, 2], "loads": [0.5, 1.0]})
+    for seeds, loads in [(range(3), np.array([0.5, 1.0])), (np.arange(3), (0.5, 1)),
+                         (np.int64(3), np.linspace(0.5, 1.0, 2))]:
+        grid = make_grid({"engines": np.array(["fifo"]), "seeds": seeds, "loads": loads})
+        assert [c.key for c in grid.runs()] == [c.key for c in plain.runs()]  # resumable alike
+    with pytest.raises(ConfigError, match="engines: expected a list"):
+        make_grid({"engines": {"fifo": 1}})
+
+
+def test_an_edited_trace_file_is_run_again_not_taken_from_the_table(tmp_path):
+    # the key held the path only: after an edit a rerun said "already in" and kept the old rows
+    trace = tmp_path / "w.csv"
+    trace.write_text("name,time,application,num_replicas,batch_size\n"
+                     "a,0,cifar10,1,128\nb,60,cifar10,1,128\n")
+    out = str(tmp_path / "runs.parquet")
+    first = sweep(["fifo"], [str(trace)], clusters=["small"], out=out, serial=True)
+    assert first["jobs"].tolist() == [2]
+    named = make_grid({"engines": "fifo", "workloads": "default"}).runs()[0]
+    assert named.trace_digest is None and named.key == "d913b93529c33ff8"  # keys as before
+    again = sweep(["fifo"], [str(trace)], clusters=["small"], out=out, serial=True)
+    assert again["key"].tolist() == first["key"].tolist()  # unchanged file: the stored row
+    with trace.open("a") as f:
+        f.write("c,120,cifar10,1,128\n")
+    edited = sweep(["fifo"], [str(trace)], clusters=["small"], out=out, serial=True)
+    assert edited["jobs"].tolist() == [3] and edited["key"].tolist() != first["key"].tolist()
+
+
+def test_a_report_with_nothing_to_plot_is_said_to_be_missing(tmp_path, capsys):
+    # every run failed (a load past the time limit): exit 1, and the report's absence said
+    report = tmp_path / "r.html"
+    assert main(["sweep", "--engines", "fifo", "--loads", "1e-12", "--limit", "5", "--serial",
+                 "--out", str(tmp_path / "r.parquet"), "--report", str(report)]) == 1
+    out = capsys.readouterr().out
+    assert "1 failed" in out and "raise the load" in out
+    assert f"--report {report}: not written, no run of the grid finished" in out
+    assert not report.exists()

@@ -311,6 +311,14 @@ def test_empty_and_missing_files(tmp_path):
             load(missing)
 
 
+def test_philly_options_are_not_taken_for_a_path():
+    # "limit=100: no such file" left the user guessing that philly: takes a path
+    with pytest.raises(InputError, match=r"^limit=100: no such file; philly:PATH takes the"
+                                         r" path of a Philly CSV, not options \(the first N"
+                                         r" jobs: --limit N\)$"):
+        load_trace("philly:limit=100")
+
+
 def test_unknown_header_format(tmp_path):
     path = write(tmp_path / "x.csv", "name,arrival,gpus\nj,0,1\n")
     # the header as the file has it, not sorted

@@ -137,6 +137,15 @@ def test_load_replaces_cluster_and_workload(store):
     assert dl.p_meet.between(0, 1).all()
 
 
+@pytest.mark.parametrize("seconds", [math.nan, -3600.0, math.inf])
+def test_advance_refuses_a_time_that_is_not_a_span(store, seconds):
+    # advance(nan) ran the whole simulation to its end; advance(-3600) did nothing, silently
+    now = store.now
+    with pytest.raises(ConfigError, match=r"^seconds: expected a finite number >= 0"):
+        store.advance(seconds)
+    assert store.now == now
+
+
 # ---- derived data ---------------------------------------------------------------------------
 
 

@@ -78,9 +78,26 @@ def workload(tmp_path: Path, rows: str, name: str = "w.csv") -> str:
     (["--restart-delay", "1e300"], ["--restart-delay", "from 0 to 86400", "1e+300"]),
     (["--trace", "synthetic:n=100000000"], ["synthetic", "1,000,000", "100,000,000"]),
     (["--trace", "synthetic:n=3,rate=1e-300"], ["synthetic", "1e-300 jobs/s", "raise the rate"]),
+    # numpy's refusal of a negative seed was a traceback
+    (["--trace", "synthetic:n=5,seed=-1"], ["synthetic option seed='-1'", "non-negative"]),
 ])
 def test_bad_option_is_one_line(args, words):
     assert_one_line_error(run("simulate", "--limit", "5", *args), *words)
+
+
+@pytest.mark.parametrize("option, words", [
+    ("seed=-1", ["seed=-1"]),  # a traceback from numpy
+    ("interval=nan", ["interval=nan"]),  # NaN arrivals: the simulation never ended
+    ("interval=inf", ["interval=inf"]),  # every arrival at infinity: a run of 0 jobs
+    ("interval=1e300", ["lower the interval"]),
+    ("n=2000000", ["n from 1 to 1,000,000", "n=2000000"]),  # allocated until killed
+])
+def test_a_bad_openb_option_is_one_line(tmp_path, option, words):
+    pods = tmp_path / "pods.csv"
+    pods.write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\na,1000,1024,1,500\n")
+    proc = run("simulate", "--trace", f"openb:pods={pods},{option}", "--limit", "5",
+               timeout=60)
+    assert_one_line_error(proc, "openb", *words)
 
 
 def test_bad_compare_policies_name_the_option():

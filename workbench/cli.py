@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -53,6 +54,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("workbench: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader left (`workbench trace show philly | head`): not an error of ours. Point
+        # stdout at /dev/null so the interpreter's final flush does not raise it again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # as a shell reports a process ended by SIGPIPE (128 + 13)
 
 
 if __name__ == "__main__":

@@ -144,7 +144,13 @@ def simulate(nodes: Sequence[Node], jobs: Sequence[JobSpec], policy: str | Polic
                                      make_engine(policy, policy_options),
                                      [(j, verdicts[j.name]) for j in jobs if j.name in verdicts])
     controller.recorder.timeline_every = timeline_every
-    runnable = [j for j in jobs if j.name not in verdicts]  # a refused job places no task
-    if fragmentation and runnable:
-        controller.recorder.fragmentation = FragmentationMeter(workload_of_jobs(runnable))
+    if fragmentation:
+        meter_fragmentation(controller, [j for j in jobs if j.name not in verdicts])
     return controller
+
+
+def meter_fragmentation(controller: Controller, runnable: Sequence[JobSpec]) -> None:
+    """Have `controller`'s recorder measure fragmented GPUs against the task sizes of
+    `runnable` (the jobs not refused: a refused job places no task); none, nothing to measure."""
+    if runnable:
+        controller.recorder.fragmentation = FragmentationMeter(workload_of_jobs(runnable))

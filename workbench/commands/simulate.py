@@ -64,17 +64,25 @@ def parse_faults(specs: list[str], nodes) -> list:
     return faults
 
 
-def _progress_printer(enabled: bool, horizon: float | None):
+def progress_printer(enabled: bool, horizon: float | None, stream=None):
+    """A progress line on `stream` (stderr) for a run whose last job arrives at `horizon`:
+    the share of the arrival window simulated, then, once every job has arrived, that the
+    run is finishing the jobs left (a bar at 100 % for the last hours of a Philly replay,
+    still running, said it was done)."""
     if not enabled:
         return None
+    stream = stream or sys.stderr
     start = time.perf_counter()
 
     def show(now: float) -> None:
-        frac = min(now / horizon, 1.0) if horizon else 0.0
-        bar = "#" * int(frac * 30)
-        sys.stderr.write(f"\r[{bar:<30}] {frac:6.1%}  sim {now / 3600:8.1f} h"
-                         f"  wall {time.perf_counter() - start:5.1f} s")
-        sys.stderr.flush()
+        wall = f"sim {now / 3600:8.1f} h  wall {time.perf_counter() - start:5.1f} s"
+        if horizon and now >= horizon:
+            line = f"all jobs arrived, finishing the rest: {wall}"
+        else:
+            frac = min(now / horizon, 1.0) if horizon else 0.0
+            line = f"[{'#' * int(frac * 30):<30}] {frac:6.1%} of arrivals  {wall}"
+        stream.write(f"\r{line:<84}")  # padded: a shorter line leaves none of the last one
+        stream.flush()
 
     return show
 
@@ -125,10 +133,13 @@ def run_simulate(args) -> int:
     horizon = max(j.arrival for j in jobs) if jobs else None
     results = []
     for engine in engines:
-        results.append(run_policy(nodes, jobs, engine, restart_delay=args.restart_delay,
-                                  faults=faults, progress=_progress_printer(show_progress, horizon)))
-        if show_progress:
-            sys.stderr.write("\n")
+        try:
+            results.append(run_policy(nodes, jobs, engine, restart_delay=args.restart_delay,
+                                      faults=faults,
+                                      progress=progress_printer(show_progress, horizon)))
+        finally:  # Ctrl-C too: "workbench: interrupted" on a line of its own
+            if show_progress:
+                sys.stderr.write("\n")
     rows = [r.row() for r in results]
     gpus = sum(n.gpus for n in nodes)
     result = {"trace": args.trace, "jobs": len(jobs), "nodes": len(nodes), "gpus": gpus,
@@ -203,7 +214,7 @@ def _run_from_snapshot(args, engines: list) -> int:
     from ..errors import InputError
     from ..experiment import RunResult
     from ..metrics import run_metrics
-    from ..session import AdmittingController, refusals
+    from ..session import AdmittingController, meter_fragmentation, refusals
     from ..sim.restore import from_snapshot
     from ..sim.snapshot import Snapshot
 
@@ -223,6 +234,8 @@ def _run_from_snapshot(args, engines: list) -> int:
         except ValueError as e:  # a placement that does not fit its node
             raise InputError(str(e), file=args.from_snapshot) from None
         controller = AdmittingController(backend, engine, refused)
+        # as `simulate` measures it: gpu_frag_avg was "-" here and a number there
+        meter_fragmentation(controller, [s for s in specs if s.name not in verdicts])
         controller.run()
         metrics = run_metrics(backend, controller.recorder.timeline)
         metrics["stalled"] = len(controller.stalled)

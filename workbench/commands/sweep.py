@@ -4,7 +4,7 @@ into one resumable Parquet table, with a summary (mean ± 95 % CI over seeds) an
 
     workbench sweep --engines fifo tiresias optimus --workloads default synthetic:n=200 \\
         --loads 0.5 1 1.5 --seeds 10 --out runs.parquet --report runs.html
-    workbench sweep docs/sweep-example.yaml --dask tcp://scheduler:8786
+    workbench sweep examples/sweep.yaml --dask tcp://scheduler:8786
 
 Every option is checked before anything runs: a bad value is one line naming its key, exit 2,
 and no file written. Running the same command again runs only the runs not in `--out`.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sys
 
+from .. import argtypes
 from ..errors import ConfigError
 from ..output import check_writable, emit
 
@@ -41,11 +42,10 @@ def grid_values(args) -> dict:
 def run(args) -> int:
     from ..sweeps import make_grid, run_sweep
     from ..sweeps.grid import describe
-    from ..sweeps.summary import METRICS, summarize, text_rows
+    from ..sweeps.summary import METRICS, check_metrics, rejection_notes, summarize, text_rows
 
-    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()] or list(METRICS)
-    if args.workers is not None and args.workers < 1:
-        raise ConfigError(f"--workers: expected a positive integer, got {args.workers}")
+    metrics = check_metrics([m.strip() for m in args.metrics.split(",") if m.strip()]
+                            ) or list(METRICS)
     for flag, path in (("--csv", args.csv), ("--report", args.report)):
         if path:
             check_writable(path, flag)
@@ -75,6 +75,9 @@ def run(args) -> int:
               f" {len(failures)} failed, in {outcome.wall_s:.1f} s")]
     notes += [f"failed: {f['engine']} on {f['workload']} seed {f['seed']}: {f['error']}"
               for f in failures[:10]]
+    notes += rejection_notes(table)
+    if args.report and not len(table):  # it was left out without a word
+        notes.append(f"--report {args.report}: not written, no run of the grid finished")
     tables = {} if summary is None else {
         "mean ± 95% CI over seeds": text_rows(summary, metrics)}
     emit(result, as_json=args.json, tables=tables, notes=notes)
@@ -108,10 +111,12 @@ def register(sub) -> None:
     p.add_argument("--report", help="write plots (JCT CDFs, metric vs load) to this HTML file")
     p.add_argument("--metrics", default="", help="metrics to summarise, comma-separated"
                                                  " (default avg_jct_h, p95_jct_h, …)")
-    p.add_argument("--workers", type=int, help="worker processes (default: all cores)")
-    p.add_argument("--serial", action="store_true", help="run in this process, one by one")
-    p.add_argument("--dask", metavar="ADDRESS", help="run on a Dask cluster (tcp://host:8786),"
-                                                     " or 'local' to start a LocalCluster")
+    p.add_argument("--workers", type=argtypes.count,
+                   help="worker processes (default: all cores)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--serial", action="store_true", help="run in this process, one by one")
+    where.add_argument("--dask", metavar="ADDRESS", help="run on a Dask cluster"
+                       " (tcp://host:8786), or 'local' to start a LocalCluster")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the outcome as JSON")
     p.set_defaults(func=run)

@@ -17,6 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..errors import ConfigError
+from ..output import check_writable
 from .executors import dask_rows, pool_rows, serial_rows
 from .grid import Grid, RunConfig, as_values, make_grid, read_grid_file
 from .progress import Progress
@@ -46,13 +48,24 @@ def executor_rows(configs: Sequence[RunConfig], *, serial: bool = False,
     return pool_rows(configs, workers)
 
 
+def check_executor(serial: bool, workers: Any, dask: Any) -> None:
+    """One line for executor options that cannot both hold or make no pool, before any work
+    (`--serial` with `--dask` ran on Dask; `workers=-2` was a ValueError of the pool's)."""
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
+        raise ConfigError(f"workers: expected a positive integer, got {workers!r}")
+    if serial and dask is not None:
+        raise ConfigError("serial, dask: give one (serial runs in this process, dask on Dask)")
+
+
 def run_sweep(grid: Grid, *, out: str | None = None, csv: str | None = None,
               serial: bool = False, workers: int | None = None, dask: Any = None,
               progress: bool = False) -> SweepOutcome:
     """Run the runs of `grid` not yet stored in `out` (a Parquet file; None: in memory)."""
+    check_executor(serial, workers, dask)
     start = time.perf_counter()
     store = ResultStore(out, csv)
-    configs = list({c.key: c for c in grid.runs()}.values())  # a value listed twice runs once
+    configs = list({c.key: c for c in grid.runs()}.values())  # a Grid made by hand may repeat
     done = store.done_keys()
     todo = [c for c in configs if c.key not in done]
     outcome = SweepOutcome(grid, pd.DataFrame(), skipped=len(configs) - len(todo))
@@ -103,6 +116,8 @@ def sweep(engines: Sequence[str] | str | None = None, workloads: Sequence[str] |
     if values.get("engines") is None:
         values.pop("engines")
     grid = make_grid(values, file or "")
+    if report:  # before the runs, not after them
+        check_writable(report, "report")
     outcome = run_sweep(grid, out=out, csv=csv, serial=serial, workers=workers, dask=dask,
                         progress=progress)
     if report:

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from itertools import product
 from typing import Any
 
+import numpy as np
+
 from ..errors import ConfigError, InputError, WorkbenchError
 
 AXES = ("engines", "workloads", "loads", "clusters", "seeds")
@@ -38,11 +40,15 @@ class RunConfig:
     seed: int
     limit: int | None = None
     restart_delay: float = 30.0
+    trace_digest: str | None = None  # of the file a workload names (`workloads.trace_digest`)
 
     @property
     def key(self) -> str:
         """16 hex digits of a SHA-256 over the configuration's canonical JSON."""
-        text = json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
+        data = asdict(self)
+        if data["trace_digest"] is None:  # a workload named, not a file: keys as they were
+            del data["trace_digest"]
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -57,11 +63,13 @@ class Grid:
     seeds: list[int] = field(default_factory=lambda: [0])
     limit: int | None = None
     restart_delay: float = 30.0
+    digests: dict[str, str] = field(default_factory=dict)  # workload -> its file's digest
 
     def runs(self) -> list[RunConfig]:
         """One config per point, the engine varying fastest: consecutive runs share a
         workload, which a worker loads once (`run.workload_jobs` caches it)."""
-        return [RunConfig(engine, workload, load, cluster, seed, self.limit, self.restart_delay)
+        return [RunConfig(engine, workload, load, cluster, seed, self.limit, self.restart_delay,
+                          self.digests.get(workload))
                 for workload, cluster, load, seed, engine in
                 product(self.workloads, self.clusters, self.loads, self.seeds, self.engines)]
 
@@ -95,8 +103,14 @@ def make_grid(values: Mapping[str, Any], where: str = "") -> Grid:
 
             grid.restart_delay = _number("restart_delay", values["restart_delay"], float, 0.0,
                                          MAX_RESTART_DELAY)
+        for key in ("engines", "workloads", "loads", "clusters"):
+            _once(key, getattr(grid, key))
         _check_runs(math.prod(len(v) for v in grid.axes().values()), "the grid")
         _check_inputs(grid)
+        from .workloads import trace_digest
+
+        # an edited trace file is a new workload: its runs are not the stored ones
+        grid.digests = {w: d for w in grid.workloads if (d := trace_digest(w)) is not None}
     except WorkbenchError as e:
         raise ConfigError(f"{prefix}{e}") from None
     return grid
@@ -104,21 +118,23 @@ def make_grid(values: Mapping[str, Any], where: str = "") -> Grid:
 
 def read_grid_file(path: str) -> dict[str, Any]:
     """The mapping in a sweep file: YAML (.yaml, .yml) or TOML (.toml)."""
+    if os.path.isdir(path):
+        raise InputError("is a directory, expected a sweep file", file=path)
     if not os.path.isfile(path):
         raise InputError("no such sweep file", file=path)
+    if not path.endswith((".toml", ".yaml", ".yml")):  # before the `try`, which wraps errors
+        raise InputError("expected a .yaml, .yml or .toml sweep file", file=path)
     try:
         if path.endswith(".toml"):
             import tomllib
 
             with open(path, encoding="utf-8-sig") as f:  # (a byte-order mark, as Notepad wrote)
                 data = tomllib.loads(f.read())
-        elif path.endswith((".yaml", ".yml")):
+        else:
             import yaml
 
             with open(path, encoding="utf-8-sig") as f:
                 data = yaml.safe_load(f)
-        else:
-            raise InputError("expected a .yaml, .yml or .toml sweep file", file=path)
     except (ValueError, ImportError) as e:  # tomllib and yaml errors are ValueErrors or YAMLError
         raise InputError(f"cannot parse: {str(e).splitlines()[0]}", file=path) from None
     except Exception as e:  # noqa: BLE001 - yaml.YAMLError without importing yaml here
@@ -128,20 +144,37 @@ def read_grid_file(path: str) -> dict[str, Any]:
     return data
 
 
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds (`np.arange(5)`'s items are numpy's)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def _items(key: str, value: Any, split: bool = True) -> list:
-    """`value` as a non-empty list: a list as is, a string split at commas (when `split`)."""
+    """`value` as a non-empty list: a string split at commas (when `split`), one number, or
+    any other sequence of values (a list, `range(10)`, a numpy array) as its items."""
+    value = _plain(value)
     if isinstance(value, str):
         items = [s.strip() for s in value.split(",")] if split else [value.strip()]
         items = [s for s in items if s]
-    elif isinstance(value, (list, tuple)):
-        items = list(value)
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         items = [value]
+    elif isinstance(value, Iterable) and not isinstance(value, (Mapping, bytes)):
+        items = [_plain(v) for v in value]
     else:
         raise ConfigError(f"{key}: expected a list, got {value!r}")
     if not items:
         raise ConfigError(f"{key}: empty; give at least one value")
     return items
+
+
+def _once(key: str, values: list) -> None:
+    """Refuse a value listed twice (as seeds do): it ran once while the grid's line counted it
+    twice ("2 engines × … = 2 runs: ran 1")."""
+    seen = set()
+    for v in values:
+        if v in seen:
+            raise ConfigError(f"{key}: {'trace' if v is None else v!r} is listed twice")
+        seen.add(v)
 
 
 def _strings(key: str, value: Any, split: bool = True) -> list[str]:
@@ -184,9 +217,11 @@ def _check_runs(count: int, what: str, unit: str = "runs") -> None:
 
 def _seeds(value: Any) -> list[int]:
     """`10` (seeds 0..9), `"3-7"` (3..7), or a list of seeds."""
+    value = _plain(value)
     if isinstance(value, int) and not isinstance(value, bool):
         if value < 1:
-            raise ConfigError(f"seeds: expected a count >= 1, a range like 0-9 or a list, got {value}")
+            raise ConfigError(f"seeds: one number is a count of seeds (10: seeds 0-9), so at"
+                              f" least 1, got {value}; one seed alone is a range (0-0) or a list")
         _check_runs(value, "seeds", "seeds")
         return list(range(value))
     if isinstance(value, str) and "-" in value and "," not in value:
@@ -199,8 +234,8 @@ def _seeds(value: Any) -> list[int]:
         if not seeds or int(low) < 0:
             raise ConfigError(f"seeds: expected a range like 0-9, got {value!r}")
         return seeds
-    if isinstance(value, str) and "," not in value:
-        return _seeds(_number("seeds", value, int, minimum=1))
+    if isinstance(value, str) and "," not in value:  # `--seeds 0` reads "0": a count of 0
+        return _seeds(_number("seeds", value, int, minimum=0))
     seeds = [_number("seeds", v, int, minimum=0) for v in _items("seeds", value)]
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds: a seed is listed twice in {seeds}")
@@ -243,7 +278,8 @@ def _check_inputs(grid: Grid) -> None:
 def describe(grid: Grid) -> str:
     """`12 engines × 8 workloads × 4 loads × 1 cluster × 10 seeds = 3,840 runs`."""
     parts = [f"{len(v)} {k if len(v) != 1 else k[:-1]}" for k, v in grid.axes().items()]
-    return " × ".join(parts) + f" = {len(grid.runs()):,} runs"
+    runs = len(grid.runs())
+    return " × ".join(parts) + f" = {runs:,} run{'' if runs == 1 else 's'}"
 
 
 def as_values(engines: Iterable[str] | str, **axes: Any) -> dict[str, Any]:

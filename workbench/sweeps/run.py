@@ -19,7 +19,9 @@ import numpy as np
 from .grid import RunConfig
 
 PERCENTILES = np.arange(101)
-WALL_COLUMNS = ("wall_s", "sim_s")  # the only columns that differ between identical runs
+# the only columns that differ between identical runs: `sim_s` is the simulation's wall time
+# (`simulate` prints it as `wall_s`), `wall_s` the whole run with the workload's loading
+WALL_COLUMNS = ("wall_s", "sim_s")
 
 
 @lru_cache(maxsize=1)
@@ -45,7 +47,7 @@ def run_one(config: RunConfig) -> dict[str, Any]:
     try:
         nodes = load_nodes(config.workload, cluster)
         jobs = workload_jobs(config.workload, config.seed, config.limit, config.load,
-                             sum(n.gpus for n in nodes))
+                             sum(n.gpus for n in nodes), config.trace_digest)
         result = run_policy(nodes, jobs, config.engine, restart_delay=config.restart_delay)
     except Exception as e:  # noqa: BLE001 - a failed run is reported, the sweep goes on
         return {"key": config.key, "error": f"{type(e).__name__}: {e}".splitlines()[0]}

@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..errors import WorkbenchError
 from ..output import atomic_path, check_writable
 
 CONSOLIDATE_EVERY = 200
@@ -46,7 +47,7 @@ class ResultStore:
         tables = []
         if self.path is not None:
             if os.path.exists(self.path):
-                tables.append(pq.read_table(self.path))
+                tables.append(self._read_table())
             if os.path.isdir(self.parts_dir):  # an earlier session's (this one's are in rows)
                 mine = {os.path.basename(p) for p in self.parts}
                 tables += [pq.read_table(os.path.join(self.parts_dir, f))
@@ -60,6 +61,22 @@ class ResultStore:
         # one conversion of all rows (pyarrow's per-table pandas conversion is slow)
         table = pa.concat_tables(tables, promote_options="permissive").to_pandas()
         return table.drop_duplicates("key", keep="first").reset_index(drop=True)
+
+    def _read_table(self):
+        """The table at `path`, or one line saying it is not a sweep's table (a CSV given as
+        `--out`, another program's Parquet file): it would be overwritten at the end."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        try:
+            table = pq.read_table(self.path)
+        except (OSError, pa.ArrowException) as e:
+            raise WorkbenchError(f"--out {self.path}: not a sweep's Parquet table"
+                                 f" ({str(e).splitlines()[0]}); name a new file") from None
+        if "key" not in table.column_names:
+            raise WorkbenchError(f"--out {self.path}: not a sweep's Parquet table (no 'key'"
+                                 " column); name a new file")
+        return table
 
     def done_keys(self) -> set[str]:
         return set(self.read()["key"])
@@ -84,8 +101,8 @@ class ResultStore:
         """Write the whole table (rows in the order of the keys in `order`, then the rest by
         key) and the CSV copy, then drop the parts it now holds. Returns the table."""
         table = sort_rows(self.read(), order)
-        if self.path is None:
-            return table
+        if self.path is None or (table.empty and not os.path.exists(self.path)):
+            return table  # nothing ran (a Dask scheduler out of reach): no empty file either
         with atomic_path(self.path, "--out") as tmp:
             table.to_parquet(tmp, index=False)
         if self.csv is not None:

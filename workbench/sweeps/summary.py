@@ -13,6 +13,29 @@ METRICS = ("avg_jct_h", "p95_jct_h", "makespan_h", "avg_queue_h", "deadline_hit_
 GROUP_AXES = ("workload", "cluster", "load")
 
 
+def check_metrics(names: Sequence[str], flag: str = "--metrics") -> list[str]:
+    """`names` if each is a metric a sweep's row holds, else a `ConfigError` naming the first
+    that is not (a misspelt one left the summary without it, and without a word)."""
+    from ..errors import ConfigError
+
+    known = metric_names()
+    for name in names:
+        if name not in known:
+            raise ConfigError(f"{flag}: unknown metric {name!r}; expected some of"
+                              f" {', '.join(known)}")
+    return list(names)
+
+
+def metric_names() -> list[str]:
+    """Every metric of a run's row: those `metrics.run_metrics` gives (read off a run of no
+    jobs, so the list cannot drift from it) and the controller's `stalled`."""
+    from ..clusters import parse_cluster
+    from ..metrics import run_metrics
+    from ..sim import SimBackend
+
+    return [*run_metrics(SimBackend(parse_cluster("small"), []), []), "stalled"]
+
+
 def group_columns(table: pd.DataFrame) -> list[str]:
     """`engine` and each axis other than the seed that takes more than one value."""
     return ["engine"] + [c for c in GROUP_AXES if c in table and table[c].nunique(dropna=False) > 1]
@@ -61,3 +84,16 @@ def text_rows(summary: pd.DataFrame, metrics: Sequence[str] = METRICS) -> list[d
                           + ("" if np.isnan(ci) else f" ± {ci:.2g}"))
         out.append(row)
     return out
+
+
+def rejection_notes(table: pd.DataFrame, most: int = 10) -> list[str]:
+    """One line per engine and workload whose runs rejected jobs: the summary's means are over
+    the jobs that ran, and an engine that refuses a workload's jobs (dl2 takes
+    parameter-server jobs only) otherwise shows a hit rate of 0 and no JCT without a why."""
+    if "rejected" not in table or not len(table):
+        return []
+    sums = table.groupby(["engine", "workload"], sort=False)[["rejected", "jobs"]].sum()
+    lines = [f"{engine} on {workload}: {int(r.rejected):,} of {int(r.jobs):,} jobs rejected"
+             " over its runs (the decisions say why: workbench simulate --decisions)"
+             for (engine, workload), r in sums.iterrows() if r.rejected > 0]
+    return lines[:most] + ([f"... and {len(lines) - most} more"] if len(lines) > most else [])

@@ -13,6 +13,8 @@ scenarios draw their arrival window for it) and `traces.load.at_load` otherwise.
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Callable
 from functools import lru_cache
 
@@ -38,11 +40,27 @@ def check_workload(workload: str, seed: int) -> None:
     load_trace(workload, seed=seed, limit=1)
 
 
+def trace_digest(workload: str) -> str | None:
+    """16 hex digits of a SHA-256 of the file `workload` reads (a CSV path, `pollux:PATH`,
+    `philly:PATH`), None for a workload named rather than read from a file of the user's."""
+    kind, _, arg = workload.partition(":")
+    path = workload if os.path.isfile(workload) else arg if kind in ("pollux", "philly") else ""
+    if not os.path.isfile(path):
+        return None
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
 @lru_cache(maxsize=16)
 def workload_jobs(workload: str, seed: int, limit: int | None, load: float | None,
-                  cluster_gpus: int) -> tuple[JobSpec, ...]:
+                  cluster_gpus: int, digest: str | None = None) -> tuple[JobSpec, ...]:
     """The jobs of one run's workload. Cached per worker process: the engines of a grid point
-    share them (job specs are immutable), so a trace is read once, not once per engine."""
+    share them (job specs are immutable), so a trace is read once, not once per engine.
+    `digest` (the file's, `trace_digest`) is in the cache's key: a file edited between two
+    sweeps in one process (`serial=True` in a notebook) is read again."""
     if workload.startswith("scenario:"):
         name, n = _scenario(workload)
         jobs = _generate(name, n, seed, cluster_gpus, load)

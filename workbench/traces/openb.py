@@ -35,13 +35,14 @@ NODE_FILE = "openb_node_list_gpu_node.csv"
 DEFAULT_POD_FILE = "openb_pod_list_default.csv"
 
 
-def default_data_dir() -> Path:
-    """Where the openb files are (`find_data_dir`); InputError saying how to name them."""
+def default_data_dir(how: str = "pass --data DIR (or --pods/--nodes PATH)") -> Path:
+    """Where the openb files are (`find_data_dir`); InputError saying `how` to name them
+    (the `openb` command's options by default)."""
     path = find_data_dir()
     if path is None:
         raise InputError(
             f"openb data not found (${DATA_ENV}, or {DEFAULT_DIR} from here or a directory "
-            "above): pass --data DIR (or --pods/--nodes PATH); the trace is not shipped with "
+            f"above): {how}; the trace is not shipped with "
             "the package (license), get it from alibaba/clusterdata cluster-trace-gpu-v2023",
             file=str(DEFAULT_DIR))
     return path
@@ -65,11 +66,13 @@ def find_data_dir() -> Path | None:
     return None
 
 
-def resolve_pod_list(spec: str | os.PathLike | None, data_dir: Path | None = None) -> Path:
-    """A pod-list path from a path, or a variant name like `default` or `gpushare40`."""
+def resolve_pod_list(spec: str | os.PathLike | None, data_dir: Path | None = None,
+                     how: str | None = None) -> Path:
+    """A pod-list path from a path, or a variant name like `default` or `gpushare40`; `how`:
+    what to tell a user whose data is not found (`default_data_dir`)."""
     if spec is not None and (os.sep in str(spec) or str(spec).endswith(".csv")):
         return Path(spec)
-    data_dir = data_dir or default_data_dir()
+    data_dir = data_dir or (default_data_dir(how) if how else default_data_dir())
     name = spec or "default"
     path = data_dir / f"openb_pod_list_{name}.csv"
     if not path.exists():

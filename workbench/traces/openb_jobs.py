@@ -11,12 +11,16 @@ have none.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
 from ..errors import ConfigError
 from ..model import JobSpec, Resources
 from .common import Jobs, RateCache, default_perf
+from .synthetic import MAX_JOBS
+from .validate import beyond_time_limit
 
 APPLICATION, BATCH = "cifar10", 128
 OPTIONS = ("pods", "n", "interval", "seed", "max_duration")
@@ -25,15 +29,20 @@ OPTIONS = ("pods", "n", "interval", "seed", "max_duration")
 def openb_jobs(pods: pd.DataFrame, *, n: int = 1000, interval: float = 30.0, seed: int = 0,
                min_duration: float = 60.0, max_duration: float = 24 * 3600.0, perf=None,
                source: str = "openb") -> Jobs:
-    if n < 1 or interval <= 0 or not 0 < min_duration <= max_duration:
-        raise ConfigError(f"openb: expected n >= 1, interval > 0 and 0 < min_duration <= "
-                          f"max_duration, got n={n}, interval={interval}, "
-                          f"max_duration={max_duration}")
+    # NaN fails every comparison: `interval <= 0` let a NaN interval through to a hang
+    if not (1 <= n <= MAX_JOBS and 0 < interval < math.inf and 0 < min_duration <= max_duration
+            and seed >= 0):
+        raise ConfigError(f"openb: expected n from 1 to {MAX_JOBS:,}, a finite interval > 0,"
+                          " 0 < min_duration <= max_duration and seed >= 0, got"
+                          f" n={n}, interval={interval}, max_duration={max_duration},"
+                          f" seed={seed}")
     if not len(pods):
         raise ConfigError("openb: the pod list is empty")
     rng = np.random.default_rng(seed)
     pick = rng.integers(0, len(pods), n)
     arrival = np.cumsum(rng.exponential(interval, n))
+    if why := beyond_time_limit("the last job arrives", arrival[-1]):
+        raise ConfigError(f"openb: at one job every {interval:g} s {why}; lower the interval")
     duration = (pods["deletion_time"] - pods["creation_time"]).to_numpy(np.float64)[pick]
     duration = np.clip(np.nan_to_num(duration, nan=min_duration), min_duration, max_duration)
     num = pods["num_gpu"].to_numpy(np.int64)[pick]
@@ -56,7 +65,7 @@ def openb_jobs(pods: pd.DataFrame, *, n: int = 1000, interval: float = 30.0, see
 
 def load_openb_jobs(arg: str, seed: int = 0) -> Jobs:
     """`openb:pods=NAME_OR_PATH,n=1000,interval=30,seed=0,max_duration=86400` (all optional)."""
-    from .openb import load_openb_pods, resolve_pod_list
+    from .openb import DATA_ENV, load_openb_pods, resolve_pod_list
 
     options: dict = {"seed": seed}
     pods = None
@@ -72,5 +81,6 @@ def load_openb_jobs(arg: str, seed: int = 0) -> Jobs:
             options[key] = int(value) if key in ("n", "seed") else float(value)
         except ValueError:
             raise ConfigError(f"openb option {key}={value!r}: expected a number") from None
-    path = resolve_pod_list(pods)
+    # a trace spec has no --data option: say what it takes (the `openb` command's hint did)
+    path = resolve_pod_list(pods, how=f"set ${DATA_ENV}=DIR or name a pod list, openb:pods=PATH")
     return openb_jobs(load_openb_pods(path), source=f"openb:{path.stem}", **options)

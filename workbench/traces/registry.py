@@ -59,6 +59,9 @@ def load_trace(spec: str, *, seed: int = 0, limit: int | None = None) -> Jobs:
         raise ConfigError(f"limit: expected a non-negative integer, got {limit}")
     if str(spec).strip().partition(":")[0] == "philly":
         arg = str(spec).strip().partition(":")[2]
+        if arg and "=" in arg and not os.path.exists(arg):  # philly:limit=100 read as a path
+            raise InputError("no such file; philly:PATH takes the path of a Philly CSV, not"
+                             " options (the first N jobs: --limit N)", file=arg)
         return load_philly(arg or None, seed=seed, limit=limit)
     jobs = _load(spec, seed)
     if limit is not None and limit < len(jobs):
@@ -141,6 +144,9 @@ def _synthetic_options(arg: str, seed: int) -> dict:
                 options["apps"] = [a for a in value.split("+") if a]
             elif key == "seed":
                 options["seed"] = int(value)
+                if options["seed"] < 0:  # numpy's own refusal is a traceback
+                    raise ConfigError(f"synthetic option seed={value!r}: expected a"
+                                      " non-negative integer")
             else:
                 raise ConfigError(f"synthetic option {key!r}: expected one of n, rate, deadline,"
                                   " max_workers, ps, apps, seed")

@@ -19,6 +19,7 @@ import param
 
 from ..backend import Backend, Forkable
 from ..control import Controller
+from ..errors import check_number
 from ..whatif import OneAtATime
 
 
@@ -149,6 +150,8 @@ class RunControls(param.Parameterized):
 
     def advance(self, seconds: float, max_rounds: int | None = 2000) -> None:
         """Run the simulator `seconds` forward (at most `max_rounds` rounds, to stay responsive)."""
+        # NaN ran the simulation to its end and a negative number did nothing, without a word
+        check_number("seconds", seconds, minimum=0.0)
         self._require_control()
         if not self.simulated:
             raise TypeError("only the simulator's clock can be moved; a real cluster runs on"
