@@ -123,8 +123,8 @@ def test_a_killed_worker_loses_and_duplicates_nothing(where, serial_table, tmp_p
     ("engines: [fifo]\nloads: [high]\n", "loads: expected positive numbers"),
     ("engines: [fifo]\nseeds: -2\n", "seeds: one number is a count of seeds"),
     # the CLI's `--seeds 0` said "expected a number >= 1, got '0'": it is a count
-    ("engines: [fifo]\nseeds: '0'\n", "count of seeds (10: seeds 0-9), so at least 1, got 0;"
-                                      " one seed alone is a range (0-0) or a list"),
+    ("engines: [fifo]\nseeds: '0'\n", ("count of seeds (10: seeds 0-9), so at least 1, got 0;"
+                                       " one seed alone is a range (0-0) or a list")),
     ("engines: [fifo]\nworkloads: [nosuch]\n", "workloads: 'nosuch': unknown trace"),
     ("engines: [fifo]\nclusters: [9z]\n", "clusters:"),
     ("engines: [fifo]\nengine: fifo\n", "unknown key 'engine'"),
