@@ -46,6 +46,23 @@ def test_advance_moves_the_clock_and_the_cells_follow_the_backend(store):
     assert (running.finish_h >= store.now / 3600 - 1e-9).all()
 
 
+def test_advance_reaches_the_time_asked_however_many_rounds_it_takes():
+    """It stopped after 2,000 rounds, silently: 30 days of the Philly trace under FIFO ended
+    at 596 h."""
+    store = WorkbenchState.from_workload("philly", "philly", "fifo")
+    start = store.summary["now_h"]
+    store.advance(30 * 86400)
+    assert store.summary["now_h"] == pytest.approx(start + 720)
+
+
+@pytest.mark.parametrize("seconds", [-5, math.nan, math.inf, "1h"])
+def test_advance_refuses_a_time_it_cannot_move_by(store, seconds):
+    """-5 did nothing and NaN ran the whole workload to its end, both silently."""
+    before = store.now
+    with pytest.raises(ConfigError, match="seconds: expected a finite number >= 0"):
+        store.advance(seconds)
+    assert store.now == before
+
 def test_jobs_table_lists_every_arrived_job_with_its_reason(store):
     store.advance(3600)
     arrived = set(store.backend.jobs)
