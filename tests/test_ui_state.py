@@ -46,6 +46,24 @@ def test_advance_moves_the_clock_and_the_cells_follow_the_backend(store):
     assert (running.finish_h >= store.now / 3600 - 1e-9).all()
 
 
+def test_advance_reaches_the_time_asked_however_many_rounds_it_takes():
+    """It stopped after 2,000 rounds, silently: 30 days of the Philly trace under FIFO ended
+    at 596 h."""
+    store = WorkbenchState.from_workload("philly", "philly", "fifo")
+    start = store.summary["now_h"]
+    store.advance(30 * 86400)
+    assert store.summary["now_h"] == pytest.approx(start + 720)
+
+
+@pytest.mark.parametrize("seconds", [-5, math.nan, math.inf, "1h"])
+def test_advance_refuses_a_time_it_cannot_move_by(store, seconds):
+    """-5 did nothing and NaN ran the whole workload to its end, both silently."""
+    before = store.now
+    with pytest.raises(ConfigError, match="seconds: expected a finite number >= 0"):
+        store.advance(seconds)
+    assert store.now == before
+
+
 def test_jobs_table_lists_every_arrived_job_with_its_reason(store):
     store.advance(3600)
     arrived = set(store.backend.jobs)
@@ -135,15 +153,6 @@ def test_load_replaces_cluster_and_workload(store):
     dl = store.jobs[store.jobs.deadline_h.notna() & ~store.jobs.state.isin(["completed",
                                                                                "rejected"])]
     assert dl.p_meet.between(0, 1).all()
-
-
-@pytest.mark.parametrize("seconds", [math.nan, -3600.0, math.inf])
-def test_advance_refuses_a_time_that_is_not_a_span(store, seconds):
-    # advance(nan) ran the whole simulation to its end; advance(-3600) did nothing, silently
-    now = store.now
-    with pytest.raises(ConfigError, match=r"^seconds: expected a finite number >= 0"):
-        store.advance(seconds)
-    assert store.now == now
 
 
 # ---- derived data ---------------------------------------------------------------------------
@@ -759,9 +768,11 @@ def test_the_headline_says_when_the_next_job_arrives_in_a_quiet_stretch():
     wb = Workbench(state=store, inline=False)
     store.step()  # the trace's first job; its second comes 65.5 h later
     wb.sync()
-    assert store.summary["next_arrival"] == load_philly(None, limit=500)[1].arrival
+    # in hours from the start, as `now_h` beside it (it was the backend's seconds)
+    assert store.summary["next_arrival_h"] == pytest.approx(
+        load_philly(None, limit=500)[1].arrival / 3600)
     assert "499 yet to arrive (the next at day 2, 17:28:16)" in wb.controls.clock.object
     while store.summary["to_arrive"]:
         store.advance(10 * 86400)
     wb.sync()
-    assert store.summary["next_arrival"] is None and "the next at" not in wb.controls.clock.object
+    assert store.summary["next_arrival_h"] is None and "the next at" not in wb.controls.clock.object

@@ -550,3 +550,29 @@ def test_a_link_restores_tab_engine_and_selected_job(browser, server, screenshot
     finally:
         p.close()
 
+
+
+def test_titles_keep_their_font_and_fit_in_a_jupyterlab_page(browser, server, screenshots):
+    """In JupyterLab, Panel's jupyter.css gives the console JupyterLab's font (system-ui: wider
+    than the Helvetica/Arial the columns are sized for): the What-if table's titles were cut
+    ("complete", "unfinishe", "makespa") in a notebook cell. Here the served page gets that
+    style sheet, with JupyterLab's font."""
+    import panel
+
+    jupyter_css = (Path(panel.__file__).parent / "_templates" / "jupyter.css").read_text()
+    p = Page(browser, server)
+    try:
+        p.page.add_style_tag(content=":root { --jp-ui-font-family: system-ui, -apple-system, "
+                                     "blinkmacsystemfont, 'Segoe UI', helvetica, arial, sans-serif; }"
+                                     + jupyter_css)
+        p.page.set_viewport_size({"width": 1150, "height": 1000})  # tabs ~740 px: a notebook's
+        p.tab("What-if")
+        time.sleep(1.0)
+        font = p.page.locator(".whatif-table .tabulator-col-title").first.evaluate(
+            "e => getComputedStyle(e).fontFamily")
+        assert font.startswith("Helvetica"), font
+        assert cut_titles(p, "whatif-table") == []
+        p.page.screenshot(path=str(screenshots / "ui-tables-jupyter-font.png"), full_page=True)
+        assert p.errors == []
+    finally:
+        p.close()

@@ -151,6 +151,13 @@ def test_a_preview_shows_rejections_and_unfinished_jobs_and_warns_of_an_engine_t
     assert p.harmful
 
 
+def test_a_previews_comparison_in_a_notebook_heads_no_column_policy(at_1_44h):
+    """Its columns kept the name "policy" from the transposed table: a notebook showed it as
+    the head of the row numbers, above "over the horizon"."""
+    shown = at_1_44h.preview_switch("fifo").comparison()._repr_html_()
+    assert "<th>policy</th>" not in shown and "over the horizon" in shown
+
+
 def test_a_what_if_that_stops_before_every_job_ends_has_no_makespan(at_1_44h):
     """A makespan is the time until every job has ended: a what-if over a horizon that leaves
     jobs unfinished does not know it (it showed the last end so far: 0.00 h when nothing had

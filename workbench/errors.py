@@ -10,6 +10,11 @@ import re
 class WorkbenchError(Exception):
     """Any error caused by the user's input; the CLI prints it on one line and exits 2."""
 
+    def _render_traceback_(self) -> list[str]:
+        # IPython (a notebook, the IPython shell) shows what this returns in place of the
+        # traceback: the one line, as the CLI prints it, not a screen of frames for a typo.
+        return [f"{type(self).__name__}: {self}"]
+
 
 class InputError(WorkbenchError):
     """Bad input in a file: says where (file, line, column) and what was expected."""

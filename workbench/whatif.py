@@ -284,6 +284,7 @@ class SwitchPreview:
         """The table transposed: one row per measure, one column per engine (fits a sidebar)."""
         t = self.table.set_index("policy")[list(PREVIEW_LABELS)].T
         t.index = [PREVIEW_LABELS[i] for i in t.index]
+        t.columns.name = None  # "policy", from the rows it was: a notebook shows it as a header
         out = t.reset_index(names="over the horizon")
         for c in out.columns[1:]:
             out[c] = [_short(v, k) for v, k in zip(out[c], PREVIEW_LABELS)]

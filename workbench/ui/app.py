@@ -50,10 +50,13 @@ _extension_loaded = False
 
 
 def load_extension(inline: bool | None = None) -> None:
-    """Load Panel's JS once. In a notebook, `inline` bundles every JS/CSS resource into the
-    output so the app renders with no internet; it defaults to on there."""
+    """Load Panel's JS: once in a served app; in a notebook with each call (each console made),
+    as a first cell's `pn.extension()` is run again: a page reloaded while its kernel ran has
+    lost the JS an earlier cell sent, and a console shown without it stays blank. In a
+    notebook, `inline` bundles every JS/CSS resource into the output so the app renders with
+    no internet; it defaults to on there."""
     global _extension_loaded
-    if _extension_loaded:
+    if _extension_loaded and not _in_notebook():
         return
     if inline is None:
         inline = _in_notebook()
@@ -233,9 +236,9 @@ class Workbench:
                  seed: int = 0, limit: int | None = None, running: bool = False,
                  inline: bool | None = None, locked: bool = False, real_ok: bool | None = None,
                  **params: Any) -> None:
-        load_extension(inline)
         self.state = state or WorkbenchState.from_workload(trace, cluster, policy, seed=seed,
                                                            limit=limit, **params)
+        load_extension(inline)  # after the checks of the input: a refused one sends no JS
         self.locked, self.real_ok = locked, real_ok
         self.console = Console(self.state, locked, real_ok)  # the first; its views are attributes here
         self.consoles = [self.console]

@@ -148,10 +148,9 @@ class RunControls(param.Parameterized):
         self.advance_seconds = time.perf_counter() - t0
         self._after_move()
 
-    def advance(self, seconds: float, max_rounds: int | None = 2000) -> None:
-        """Run the simulator `seconds` forward (at most `max_rounds` rounds, to stay responsive)."""
-        # NaN ran the simulation to its end and a negative number did nothing, without a word
-        check_number("seconds", seconds, minimum=0.0)
+    def advance(self, seconds: float, max_rounds: int | None = None) -> None:
+        """Run the simulator `seconds` forward (or `max_rounds` rounds, if fewer)."""
+        seconds = check_number("seconds", seconds, minimum=0)  # NaN ran the workload to its end
         self._require_control()
         if not self.simulated:
             raise TypeError("only the simulator's clock can be moved; a real cluster runs on"

@@ -407,7 +407,7 @@ class WorkbenchState(RunControls):
         self._listed = self._listing(self.backend, self.max_job_rows)
         engine = self._engine.view(self.controller.policy, state.now, state)
         headline = summary(state, self.backend, self.recorder, self.controller.policy.name,
-                           self.hours(state.now))
+                           self.hours)
         self.param.update(now=state.now, cells=cells, engine=engine, summary=headline,
                           version=self.version + 1)
         self.refresh_seconds = time.perf_counter() - t0

@@ -135,16 +135,18 @@ class ForecastCache:
 
 
 def summary(state: ClusterState, backend: Backend, recorder: Recorder, policy: str,
-            now_h: float) -> dict[str, Any]:
-    """The headline numbers: GPUs and nodes in use, jobs by state, deadlines met so far."""
+            hours: Callable[[float | None], float]) -> dict[str, Any]:
+    """The headline numbers: GPUs and nodes in use, jobs by state, deadlines met so far. Its
+    times are hours as the views show them (`hours` of a backend time)."""
     tl = recorder.timeline
     last = tl[-1] if tl else None
     counts = {s: 0 for s in JobState}
     for j in list(backend.jobs.values()):  # a scheduler thread may write
         counts[j.state] += 1
     up = state.node_up
+    nxt = backend.next_arrival_time() if isinstance(backend, Forkable) else None
     return {
-        "now_h": now_h,
+        "now_h": hours(state.now),
         "policy": policy,
         "gpus_used": float(state.allocated[:, 2].sum()),
         "gpus_total": float(state.capacity[up, 2].sum()),
@@ -156,7 +158,7 @@ def summary(state: ClusterState, backend: Backend, recorder: Recorder, policy: s
         "rejected": counts[JobState.REJECTED],
         "to_arrive": int(backend.pending_arrivals()),
         # a trace's quiet stretch (Philly's first 65 h hold one job): when the next one comes
-        "next_arrival": backend.next_arrival_time() if isinstance(backend, Forkable) else None,
+        "next_arrival_h": None if nxt is None else hours(nxt),
         "deadline_hits": last.deadline_hits if last else 0,
         "deadline_misses": last.deadline_misses if last else 0,
     }

@@ -53,6 +53,7 @@ COLUMNS = {
 # goes below the titles instead, at the header's foot, and the title keeps the full width.
 # (!important: Panel adds these rules before Tabulator's theme, whose selectors weigh as much.)
 HEADER_CSS = """
+.tabulator { font-family: Helvetica, Arial, sans-serif; }
 .tabulator-col.tabulator-sortable .tabulator-col-title { padding-right: 0 !important; }
 .tabulator-col .tabulator-col-content { position: static !important;
   padding-bottom: 14px !important; }
@@ -61,7 +62,9 @@ HEADER_CSS = """
   bottom: 3px !important; }
 .tabulator-cell { overflow-wrap: anywhere; }
 """
-# (the last rule: a wrapped cell's word longer than its column breaks rather than being cut)
+# (the first rule: the font the columns' widths are measured in, Bokeh's; in JupyterLab the
+# table inherited its wider system-ui from Panel's jupyter.css and titles were cut, "complete";
+# the last: a wrapped cell's word longer than its column breaks rather than being cut)
 
 
 def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[str] = (),

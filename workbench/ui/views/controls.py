@@ -60,10 +60,10 @@ def pace_text(state: WorkbenchState) -> str:
 def next_arrival_text(state: WorkbenchState, summary: dict) -> str:
     """When the next job arrives, where nothing waits and the cluster has room: a trace's
     quiet stretch, during which nothing else moves."""
-    t = summary.get("next_arrival")
-    if t is None or summary["queued"] or t <= state.now:
+    t = summary.get("next_arrival_h")
+    if t is None or summary["queued"] or t <= summary["now_h"]:
         return ""
-    return f" (the next at {clock_text(t - state.time_origin)})"
+    return f" (the next at {clock_text(round(t * 3600, 3))})"
 
 
 def clock_text(seconds: float) -> str:
