@@ -374,3 +374,31 @@ def test_a_report_with_nothing_to_plot_is_said_to_be_missing(tmp_path, capsys):
     assert "1 failed" in out and "raise the load" in out
     assert f"--report {report}: not written, no run of the grid finished" in out
     assert not report.exists()
+
+
+def _store_rows(path: str, prefix: str, n: int) -> None:
+    """A sweep's store adding `n` rows, consolidating every 7 (a process of its own)."""
+    sweep_store.CONSOLIDATE_EVERY = 7
+    store = sweep_store.ResultStore(path)
+    for i in range(n):
+        store.add({"key": f"{prefix}{i:04d}", "engine": "fifo", "avg_jct_h": float(i)})
+    store.consolidate()
+
+
+def test_two_sweeps_into_one_table_at_once_lose_no_row(tmp_path):
+    """Two sweeps writing the same --out at once: each rewrote the table from what it had read
+    and then removed every part file, the other's too (written after its read), so rows
+    were lost. Their rewrites now take turns, and each removes only the parts it read."""
+    import multiprocessing
+
+    path = str(tmp_path / "runs.parquet")
+    ctx = multiprocessing.get_context("fork")
+    sweeps = [ctx.Process(target=_store_rows, args=(path, p, 150)) for p in "ab"]
+    for s in sweeps:
+        s.start()
+    for s in sweeps:
+        s.join(120)
+        assert s.exitcode == 0
+    keys = set(pd.read_parquet(path)["key"])
+    assert len(keys) == 300, f"{300 - len(keys)} rows lost"
+    assert not os.path.exists(tmp_path / ".runs.parquet.parts")
