@@ -67,6 +67,7 @@ def run_engine(engine: str, seed: int, n_jobs: int, nodes: int, ps_share: float,
 def test_invariants_hold_for_every_engine(engine, seed, n_jobs, nodes, ps_share, fault):
     jobs, backend, controller = run_engine(engine, seed, n_jobs, nodes, ps_share, fault)
     assert backend.done(), f"{engine}: run did not finish"
+    assert not controller.stalled, f"{engine}: a job never placed on a free cluster"
     # No job lost or duplicated: every submitted job is known exactly once.
     assert sorted(backend.jobs) == sorted(j.name for j in jobs)
     assert len(backend.finished) == len(jobs)
@@ -225,7 +226,7 @@ def test_switching_engines_at_random_keeps_every_invariant(seed, n_jobs, nodes, 
             assert _live_state(backend) == before, "a preview moved the live run"
         controller.switch(make_policy(engine))
     controller.run(max_rounds=20_000)
-    assert backend.done()
+    assert backend.done() and not controller.stalled, controller.stalled
     assert sorted(j.name for j in backend.finished) == sorted(j.name for j in jobs)
     for job in backend.jobs.values():
         assert job.state in (JobState.COMPLETED, JobState.REJECTED) and job.reason, job
@@ -255,3 +256,13 @@ def test_an_engine_taking_over_releases_the_gangs_kube_default_left_half_placed(
     released = {d.job for d in controller.recorder.decisions if d.action == "Suspend"
                 and d.reason.startswith("released a partial placement")}
     assert released == holding
+
+
+def test_a_job_oasis_pauses_for_some_slots_is_not_taken_for_stalled():
+    """OASiS's schedule paused two admitted jobs for some slots with nothing else running; the
+    controller took the idle rounds for a stall and rejected both (10 of 60 generated runs).
+    OASiS now says when its plan acts next (`next_wakeup`), and they complete."""
+    _, backend, controller = run_engine("oasis", 6311, 9, 2, 0.5, False)
+    assert not controller.stalled
+    assert backend.jobs["inception-bn-6"].state is JobState.COMPLETED
+    assert backend.jobs["inception-bn-8"].state is JobState.COMPLETED

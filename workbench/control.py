@@ -403,10 +403,12 @@ class Controller:
             self.backend.advance(t)
             report = self.round()
             n += 1
-            # A policy asking for rounds forever while nothing changes and nothing is due.
+            # A policy asking for rounds forever while nothing changes and nothing is due (an
+            # engine that has every round says with `next_wakeup` when its own plan acts next).
             self._idle_rounds = 0 if report.actions > report.waits else self._idle_rounds + 1
             if self._idle_rounds >= 3 and self.backend.next_event_time() is None and \
-                    not any(j.state.placed for j in self._last_state.active):
+                    not any(j.state.placed for j in self._last_state.active) and \
+                    not self._plan_acts_later():
                 self.end_stall()
                 break
             if progress is not None and n % 200 == 0:
@@ -415,6 +417,14 @@ class Controller:
                 break
         if progress is not None:
             progress(self.backend.now)
+
+    def _plan_acts_later(self) -> bool:
+        """Whether an engine that has every round plans to act later on its own (OASiS's
+        schedules pause a job for some slots); for the others `next_wakeup` times the rounds."""
+        if not self.policy.needs_every_round:
+            return False
+        wake = self.policy.next_wakeup(self._last_state)
+        return wake is not None and wake > self.backend.now
 
     def end_stall(self) -> None:
         """Nothing will ever change again but jobs remain: the policy is stuck (e.g. a gang
