@@ -290,8 +290,8 @@ class PolluxPolicy(Policy):
         # a copy runs on another backend's jobs: what was kept per job is remade as asked
         self._settle_view()
         return {**self.__dict__, "_steps_memo": {}, "_steps_on": None, "_agent_of": {},
-                "_reject_impossible": CheckedOnce(also=no_size_fits), "_shared_fits": {}, "_grads": {},
-                "_view": None, "_arrived": ([], [])}
+                "_reject_impossible": CheckedOnce(also=no_size_fits), "_shared_fits": {},
+                "_grads": {}, "_view": None, "_arrived": ([], [])}
 
     def __setstate__(self, state: dict) -> None:
         state = dict(state)
@@ -523,10 +523,8 @@ class PolluxPolicy(Policy):
             steps = []
         else:
             cap = self.cap(job, agent, self._steps_on.gpus)
-            sizes = [r for r in range(1, min(cap, gpn) + 1)] + \
-                [k * gpn for k in range(2, cap // gpn + 1)]
             steps = [(r, self.speedup(agent, 1 if r <= gpn else math.ceil(r / gpn), r, fair)
-                      * share) for r in sizes if r >= job.spec.min_workers]
+                      * share) for r in option_sizes(cap, gpn) if r >= job.spec.min_workers]
         self._steps_memo[job.name] = _StepsMemo(job.spec, model, most, frozen, steps)
         return steps
 
@@ -995,6 +993,12 @@ def _fit(ledger, job: JobStatus, replicas: int, gpn: int) -> tuple[Placement, Pl
     return placement, {}
 
 
+def option_sizes(cap: int, gpn: int) -> list[int]:
+    """The GPUs Pollux may give a job of at most `cap` on nodes of `gpn`: 1 to a node's GPUs on
+    one node, whole nodes beyond (module docstring)."""
+    return list(range(1, min(cap, gpn) + 1)) + [k * gpn for k in range(2, cap // gpn + 1)]
+
+
 def no_size_fits(state: ClusterState, job: JobStatus) -> str:
     """Why `job` can never run under Pollux's sizes ('' if it can): 1 to a node's GPUs on one
     node, or whole nodes, up to its `max_workers` (module docstring). A rigid job of 7 workers
@@ -1003,8 +1007,7 @@ def no_size_fits(state: ClusterState, job: JobStatus) -> str:
     gpn = int(max(state.capacity[:, 2].max(), 1))
     spec = job.spec
     cap = min(spec.max_workers, int(state.capacity[:, 2].sum()))
-    largest = cap // gpn * gpn if cap >= 2 * gpn else min(cap, gpn)
-    if spec.min_workers <= largest:
+    if any(r >= spec.min_workers for r in option_sizes(cap, gpn)):
         return ""
     wants = f"{spec.min_workers}" if spec.min_workers == spec.max_workers else \
         f"{spec.min_workers} to {spec.max_workers}"
