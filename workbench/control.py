@@ -247,12 +247,13 @@ class Controller:
         owed = self._owed
         first = owed if nxt is None else nxt if owed is None else min(nxt, owed)
         earliest = first
-        wake = self.policy.next_wakeup(self._last_state)
         if self.policy.needs_every_round and self._last_state is not None and \
                 self._last_state.any_active():
+            # the next interval: no wakeup comes sooner than that (an engine with every round
+            # gives one only for the stall check, `_plan_acts_later`)
             every = self._last_round + interval
             earliest = every if earliest is None else min(earliest, every)
-        if wake is not None:
+        elif (wake := self.policy.next_wakeup(self._last_state)) is not None:
             earliest = wake if earliest is None else min(earliest, wake)
         if earliest is None:
             return None
