@@ -184,3 +184,28 @@ def test_ctrl_c_during_the_progress_line_says_so_on_a_line_of_its_own():
     assert b"of arrivals" in seen
     # it was "... wall 4.2 s   workbench: interrupted", the message glued to the bar
     assert seen.replace(b"\r\n", b"\n").rstrip().endswith(b"\nworkbench: interrupted"), seen[-300:]
+
+
+def test_bench_sim_times_each_replay_without_the_engines_imports(capsys):
+    """The first policy's row carried the import of every engine module (scipy's among them,
+    ~0.4 s): now done before any replay is timed, and printed on its own."""
+    import json
+
+    assert main(["bench", "sim", "--limit", "200", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine_import_cpu_s"] >= 0
+    assert [r["policy"] for r in out["results"]] == ["fifo", "tiresias"]
+    assert all(r["completed"] == 200 and r["cpu_s"] > 0 for r in out["results"])
+
+
+def test_bench_sim_refuses_an_unknown_engine_before_replaying_any(capsys, monkeypatch):
+    import workbench.experiment
+
+    replays = []  # a counting wrapper around the real run_policy
+    real = workbench.experiment.run_policy
+    monkeypatch.setattr(workbench.experiment, "run_policy",
+                        lambda *a, **k: replays.append(a[2]) or real(*a, **k))
+    assert main(["bench", "sim", "--policies", "fifo,nosuch", "--limit", "50"]) == 2
+    captured = capsys.readouterr()
+    assert replays == []  # fifo's replay was wasted before the unknown name was found
+    assert "unknown engine 'nosuch'" in captured.err and "\n" not in captured.err.strip()
