@@ -127,6 +127,8 @@ def test_a_killed_worker_loses_and_duplicates_nothing(where, serial_table, tmp_p
                                        " one seed alone is a range (0-0) or a list")),
     ("engines: [fifo]\nworkloads: [nosuch]\n", "workloads: 'nosuch': unknown trace"),
     ("engines: [fifo]\nclusters: [9z]\n", "clusters:"),
+    # YAML reads an unquoted 0x4 as the number 4: the line says to quote it
+    ("engines: [fifo]\nclusters: [0x4]\n", "clusters: expected names, got 4; quote it in a YAML"),
     ("engines: [fifo]\nengine: fifo\n", "unknown key 'engine'"),
     # a value listed twice ran once, under a line counting it twice ("= 2 runs: ran 1")
     ("engines: [fifo, drf, fifo]\n", "engines: 'fifo' is listed twice"),

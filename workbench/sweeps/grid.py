@@ -181,7 +181,9 @@ def _strings(key: str, value: Any, split: bool = True) -> list[str]:
     items = _items(key, value, split)
     for v in items:
         if not isinstance(v, str) or not v.strip():
-            raise ConfigError(f"{key}: expected names, got {v!r}")
+            # YAML reads an unquoted 0x4 as hex 4, 1e3 as 1000.0, no as False
+            hint = "; quote it in a YAML file" if isinstance(v, (int, float)) else ""
+            raise ConfigError(f"{key}: expected names, got {v!r}{hint}")
     return [v.strip() for v in items]
 
 
