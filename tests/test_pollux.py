@@ -319,8 +319,12 @@ def test_what_if_forks_run_pollux_without_touching_the_live_run():
 # artifact's round grid, the default), with the step times looked up as the artifact does (the
 # default) and the project's (`--throughput`);
 # a change to the pollux engine, the goodput model or a throughput model that moves it must
-# say why.
+# say why. The same code gives other figures on another CPU: 2315.3 and 2334.3 on an AMD EPYC
+# without AVX-512 (2026-12-03; commit 80c1439 too, which passed on the machines before, with
+# the same packages): a CPU's floating-point paths (most likely numpy's vector loops; not
+# proven) tip Pollux's near-tied choices; so 2 %, not 1 %.
 PINNED_WORKLOAD_6 = {"artifact": 2324.1, "project": 2310.6}
+PINNED_ACROSS_CPUS = 0.02
 
 
 @pytest.mark.parametrize("throughput", sorted(PINNED_WORKLOAD_6))
@@ -329,7 +333,7 @@ def test_workload_6_average_stays_where_the_bench_put_it(throughput):
     assert workload_path(data, "1.0", 6).exists()
     row = run_one(data, "pollux", "1.0", 6, "artifact", throughput=throughput)
     assert row["reference_s"] == REFERENCE["pollux"]["1.0"][5]
-    assert row["ours_s"] == pytest.approx(PINNED_WORKLOAD_6[throughput], rel=0.01)
+    assert row["ours_s"] == pytest.approx(PINNED_WORKLOAD_6[throughput], rel=PINNED_ACROSS_CPUS)
     assert row["refused"] == 0 and row["completed"] == 160
     assert math.isfinite(row["seconds"])
 
