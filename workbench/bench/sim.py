@@ -28,8 +28,9 @@ def run(args) -> int:
     nodes = preset(args.cluster)
     rows = []
     policies = [p for p in args.policies.split(",") if p]
-    # The engines' modules (every registered one, scipy's among them) are imported before any
-    # replay is timed: a process's one-time cost, which the first policy's row carried.
+    # Each engine is made once before any replay is timed, then dropped (kept, one would hold
+    # its run's jobs through the next run): making the first imports every registered engine's
+    # module (scipy's among them), a process's one-time cost that the first policy's row carried.
     cpu_before = _cpu_s()
     for policy in policies:
         make_engine(policy)
@@ -51,7 +52,8 @@ def run(args) -> int:
         del r  # one policy's run is not left for the collector to scan through the next's
     gpus = sum(n.gpus for n in nodes)
     result = {"trace": "philly", "jobs": len(jobs), "cluster": args.cluster, "nodes": len(nodes),
-              "gpus": gpus, "load_seconds": load_s, "engine_import_cpu_s": import_s, "load_peak_rss_mib": load_peak, "results": rows,
+              "gpus": gpus, "load_seconds": load_s, "engine_import_cpu_s": import_s,
+              "load_peak_rss_mib": load_peak, "results": rows,
               "cluster_note": PRESETS[args.cluster][-1]}
     emit(result, as_json=args.json,
          tables={f"Philly trace, {len(jobs)} jobs on {len(nodes)} nodes / {gpus} GPUs": rows},
@@ -60,8 +62,8 @@ def run(args) -> int:
                 ("cpu_s: CPU seconds of the run (wall_s is higher on a busy machine);"
                 " peak_rss_mib: the process's peak resident memory so far"),
                 "target_cpu_s: #18's 10 s of CPU per policy for the whole trace",
-                f"before the runs: importing the engines took {import_s:.2f} s of CPU (not in"
-                " any row)"])
+                (f"before the runs: importing the engines took {import_s:.2f} s of CPU (not in"
+                 " any row)")])
     return 0
 
 
