@@ -6,6 +6,7 @@ Screenshots go to $WORKBENCH_SCREENSHOTS (default: pytest's tmp dir)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import re
@@ -325,6 +326,79 @@ def _run_first_cell(page, tries: int = 6) -> None:
                 return
             time.sleep(0.5)
     raise AssertionError(f"the notebook's cell never ran (prompt {prompt.inner_text()!r})")
+
+
+PROBE = ("probes += 1\nprint(json.dumps({'n': probes, 'consoles': [{'asleep': c.asleep,"
+         " 'ticking': bool(c._callbacks), 'now': w.state.backend.now} for w in made"
+         " for c in w.consoles]}))")
+
+
+def test_a_notebook_cell_run_again_leaves_no_console_ticking_in_the_kernel(browser, tmp_path,
+                                                                          screenshots):
+    """A cell showing a console, run again in JupyterLab: the console it showed before is
+    gone from the page, and within its silence limit it stops (it ticked on in the kernel,
+    advancing its run and sending changes to no one, one more with every rerun: JupyterLab
+    never tells Panel an output is gone); the console on the page keeps running past that
+    limit, as its page keeps saying it is shown. The limit is cut to 12 s here."""
+    pytest.importorskip("jupyterlab")
+    nbformat = pytest.importorskip("nbformat")
+    cells = [("import json\nimport workbench.ui.app as app\nfrom workbench.ui import Workbench\n"
+              "app.UNSEEN_S = 12.0\nmade, probes = [], 0"),
+             "wb = Workbench(trace='synthetic:n=400', running=True)\nmade.append(wb)\nwb",
+             PROBE]
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, tmp_path / "rerun.ipynb")
+    with _jupyterlab(tmp_path) as url:
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        probes = 0
+
+        def run(i: int) -> None:
+            page.locator(".jp-Notebook .jp-Cell .jp-InputArea-editor").nth(i).click(
+                timeout=60_000)
+            page.keyboard.press("Control+Enter")
+
+        def probe() -> list[dict]:
+            nonlocal probes
+            probes += 1
+            run(2)
+            out = page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".jp-OutputArea")
+            end = time.monotonic() + 60
+            while time.monotonic() < end:
+                found = re.search(r"\{.*\}", out.inner_text())
+                if found and json.loads(found.group())["n"] == probes:
+                    return json.loads(found.group())["consoles"]
+                time.sleep(0.5)
+            raise AssertionError(f"probe {probes} printed nothing: {out.inner_text()!r}")
+
+        try:
+            page.goto(url.replace("/lab?", "/lab/tree/rerun.ipynb?") + "&reset")
+            _run_first_cell(page)
+            run(1)
+            tabs = page.locator(".bk-tab", has_text="Cluster")
+            tabs.first.wait_for(timeout=180_000)
+            time.sleep(6)
+            first = probe()
+            assert [c["asleep"] for c in first] == [False] and first[0]["ticking"]
+            run(1)  # again: a new console replaces the first in the cell's output
+            end = time.monotonic() + 120
+            while True:
+                time.sleep(4)
+                old, new = probe()
+                if old["asleep"] or time.monotonic() > end:
+                    break
+            assert old["asleep"] and not old["ticking"], old
+            assert not new["asleep"] and new["ticking"], new
+            still = old["now"]
+            time.sleep(15)  # more than the limit again: the shown console stays awake
+            old, later = probe()
+            assert old["now"] == still and old["asleep"]  # the first's run moves no more
+            assert not later["asleep"] and later["now"] > new["now"]
+            assert tabs.count() == 1  # one console on the page
+            page.screenshot(path=str(screenshots / "ui-jupyterlab-rerun.png"))
+        finally:
+            page.close()
 
 
 def test_fragmentation_over_time_and_per_node_for_an_engine_with_fgd(browser, tmp_path, screenshots):

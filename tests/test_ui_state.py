@@ -707,6 +707,35 @@ def test_run_to_end_from_the_console_goes_a_tick_at_a_time_and_pause_stops_it(st
     assert store.recorder.timeline == whole.recorder.timeline
 
 
+def test_a_notebook_console_no_page_shows_stops_and_wakes_when_one_does():
+    """A notebook console whose page has not beaten for UNSEEN_S (its cell run again, its
+    output cleared) stops its updates and its run's clock; a beat wakes it. Here the beat is
+    set as the page's view sets it (the browser's side: tests/test_ui_browser.py)."""
+    from workbench.ui import app
+
+    wb = app.Workbench("synthetic:n=40", "1x4", "fifo", inline=False)
+    console = wb.new_console()  # as a cell's output shows it
+    wb.play()
+
+    def tick():
+        wb.state._last_tick = -math.inf  # each call a new period
+        console.tick()
+
+    tick()
+    moved = wb.state.backend.now
+    assert moved > 0 and not console.asleep
+    console.heartbeat.last -= app.UNSEEN_S + 1  # no page has shown it since
+    tick()
+    assert console.asleep and not console._callbacks and wb.state.backend.now == moved
+    tick()  # a tick already scheduled changes nothing
+    assert wb.state.backend.now == moved
+    console.heartbeat.beat += 1  # a page shows it again
+    assert not console.asleep and console._callbacks
+    tick()
+    assert wb.state.backend.now > moved
+    wb.stop()
+
+
 def test_the_headline_says_how_fast_a_run_to_the_end_goes():
     from workbench.ui import Workbench
 

@@ -24,6 +24,7 @@ import panel as pn
 from bokeh.document.events import ModelChangedEvent
 
 from . import export
+from .heartbeat import Heartbeat
 from .link import ViewLink
 from .state import WorkbenchState
 from .views import (
@@ -41,6 +42,9 @@ from .views._panes import HTML
 
 TITLE = "Scheduling Workbench"
 STATUS_RESEND_S = 3.0  # a notebook console re-sends its status lines this often (see Console)
+# a notebook console no page has shown for this long stops updating until one does again
+# (`Heartbeat`); Chrome runs a hidden tab's timers as seldom as once a minute
+UNSEEN_S = 150.0
 CONTROLS_WIDTH = 380
 # the least width of the tabs beside the controls: below it they go under them (at 1,024 px they
 # stay beside, at 800 px they go under)
@@ -139,6 +143,8 @@ class Console:
         self.busy = BusyIndicator()
         self.link = ViewLink(self, TAB_TITLES)
         self._kind = s.kind
+        self.heartbeat = Heartbeat()
+        self.heartbeat.param.watch(lambda e: self._seen(), "beat")
         self.layout = pn.Column(
             pn.Row(self.header, self.busy.panel, self.link.widget, sizing_mode="stretch_width"),
             # the tabs go below the controls where both would not fit (a narrow notebook
@@ -147,7 +153,7 @@ class Console:
             # a line they take it all, and put their two groups side by side)
             wrapping_row((self.controls.panel, f"1 1 {CONTROLS_WIDTH}px"),
                          (self.tabs, f"1000 1 {TABS_MIN_WIDTH}px")),
-            sizing_mode="stretch_width", min_height=600, stylesheets=[SHRINKS])
+            self.heartbeat, sizing_mode="stretch_width", min_height=600, stylesheets=[SHRINKS])
         # Views in tab order; only the controls and the visible tab redraw on each update,
         # a tab catches up when it is shown.
         self.tab_views = (self.cluster, self.jobs, self.forecasts, self.timeline,
@@ -157,10 +163,17 @@ class Console:
         self._callbacks: list = []
         self.tick_seconds = 0.0
         self._status_sent = -math.inf
+        self.asleep = False  # stopped because no page showed it (see `tick`)
 
     def tick(self) -> None:
         """One update: advance the simulator (if running; once per period however many
-        consoles share the store) and redraw. Called periodically."""
+        consoles share the store) and redraw. Called periodically. A notebook console whose
+        output no page has shown for UNSEEN_S (its cell run again or cleared) stops instead,
+        until a page shows it again: it would advance the run and send changes to no one."""
+        if self.heartbeat.silent_for() > UNSEEN_S and not _in_server_session():
+            self.stop()
+            self.asleep = True
+            return
         t0 = time.perf_counter()
         self.state.tick()
         self.sync()
@@ -207,8 +220,16 @@ class Console:
                 else:  # an event carrying the text although it is unchanged
                     doc.callbacks.trigger_on_change(ModelChangedEvent(doc, model, "text", truth))
 
+    def _seen(self) -> None:
+        """A page shows this console: wake it if it slept."""
+        if self.asleep:
+            self.asleep = False
+            self.start()
+            self.sync(all_views=True)
+
     def start(self) -> None:
         """Start the periodic update in the current context (a server session or the kernel)."""
+        self.heartbeat.last = time.monotonic()  # shown now: its page's first beat is to come
         if not self._callbacks:
             if _in_server_session() and pn.state.location is not None:
                 self.link.restore(pn.state.location.query_params)  # a link's tab, engine, job
