@@ -328,22 +328,21 @@ def _run_first_cell(page, tries: int = 6) -> None:
     raise AssertionError(f"the notebook's cell never ran (prompt {prompt.inner_text()!r})")
 
 
-PROBE = ("probes += 1\nprint(json.dumps({'n': probes, 'consoles': [{'asleep': c.asleep,"
-         " 'ticking': bool(c._callbacks), 'now': w.state.backend.now} for w in made"
-         " for c in w.consoles]}))")
+PROBE = ("import panel as pn\nprobes += 1\nprint(json.dumps({'n': probes, 'consoles': ["
+         "{'ticking': bool(c._callbacks), 'now': w.state.backend.now,"
+         " 'held': any(v[0] is c.layout for v in pn.state._views.values())}"
+         " for w in made for c in w.consoles]}))")
 
 
-def test_a_notebook_cell_run_again_leaves_no_console_ticking_in_the_kernel(browser, tmp_path,
-                                                                          screenshots):
-    """A cell showing a console, run again in JupyterLab: the console it showed before is
-    gone from the page, and within its silence limit it stops (it ticked on in the kernel,
-    advancing its run and sending changes to no one, one more with every rerun: JupyterLab
-    never tells Panel an output is gone); the console on the page keeps running past that
-    limit, as its page keeps saying it is shown. The limit is cut to 12 s here."""
+def test_a_notebook_cell_run_again_lets_go_of_the_console_it_showed(browser, tmp_path,
+                                                                    screenshots):
+    """A cell showing a console, run again in JupyterLab: the console it showed before, gone
+    from the page, stops and is let go of (it ticked on in the kernel, advancing its run and
+    sending changes to no one, held for good, one more with every rerun: JupyterLab never
+    tells Panel an output is gone); the new one runs."""
     pytest.importorskip("jupyterlab")
     nbformat = pytest.importorskip("nbformat")
-    cells = [("import json\nimport workbench.ui.app as app\nfrom workbench.ui import Workbench\n"
-              "app.UNSEEN_S = 12.0\nmade, probes = [], 0"),
+    cells = ["import json\nfrom workbench.ui import Workbench\nmade, probes = [], 0",
              "wb = Workbench(trace='synthetic:n=400', running=True)\nmade.append(wb)\nwb",
              PROBE]
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
@@ -352,7 +351,7 @@ def test_a_notebook_cell_run_again_leaves_no_console_ticking_in_the_kernel(brows
     nbformat.write(nb, tmp_path / "rerun.ipynb")
     with _jupyterlab(tmp_path) as url:
         page = browser.new_page(viewport={"width": 1366, "height": 900})
-        probes = 0
+        seen = 0  # the last probe's number
 
         def run(i: int) -> None:
             page.locator(".jp-Notebook .jp-Cell .jp-InputArea-editor").nth(i).click(
@@ -360,17 +359,20 @@ def test_a_notebook_cell_run_again_leaves_no_console_ticking_in_the_kernel(brows
             page.keyboard.press("Control+Enter")
 
         def probe() -> list[dict]:
-            nonlocal probes
-            probes += 1
-            run(2)
+            """The probe cell's report, run until it prints a new one: keys sent to a busy
+            page may reach it before the notebook takes them (see `_run_first_cell`)."""
+            nonlocal seen
             out = page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".jp-OutputArea")
-            end = time.monotonic() + 60
-            while time.monotonic() < end:
-                found = re.search(r"\{.*\}", out.inner_text())
-                if found and json.loads(found.group())["n"] == probes:
-                    return json.loads(found.group())["consoles"]
-                time.sleep(0.5)
-            raise AssertionError(f"probe {probes} printed nothing: {out.inner_text()!r}")
+            for _ in range(4):
+                run(2)
+                end = time.monotonic() + 20
+                while time.monotonic() < end:
+                    found = re.search(r"\{.*\}", out.inner_text())
+                    if found and json.loads(found.group())["n"] > seen:
+                        seen = json.loads(found.group())["n"]
+                        return json.loads(found.group())["consoles"]
+                    time.sleep(0.5)
+            raise AssertionError(f"the probe printed nothing new: {out.inner_text()!r}")
 
         try:
             page.goto(url.replace("/lab?", "/lab/tree/rerun.ipynb?") + "&reset")
@@ -378,23 +380,18 @@ def test_a_notebook_cell_run_again_leaves_no_console_ticking_in_the_kernel(brows
             run(1)
             tabs = page.locator(".bk-tab", has_text="Cluster")
             tabs.first.wait_for(timeout=180_000)
-            time.sleep(6)
-            first = probe()
-            assert [c["asleep"] for c in first] == [False] and first[0]["ticking"]
+            time.sleep(3)
+            (first,) = probe()
+            assert first["ticking"] and first["held"] and first["now"] > 0, first
             run(1)  # again: a new console replaces the first in the cell's output
-            end = time.monotonic() + 120
-            while True:
-                time.sleep(4)
-                old, new = probe()
-                if old["asleep"] or time.monotonic() > end:
-                    break
-            assert old["asleep"] and not old["ticking"], old
-            assert not new["asleep"] and new["ticking"], new
-            still = old["now"]
-            time.sleep(15)  # more than the limit again: the shown console stays awake
-            old, later = probe()
-            assert old["now"] == still and old["asleep"]  # the first's run moves no more
-            assert not later["asleep"] and later["now"] > new["now"]
+            time.sleep(8)
+            old, new = probe()
+            assert not old["ticking"] and not old["held"], old  # let go of
+            assert new["ticking"] and new["held"], new
+            time.sleep(8)
+            old_again, later = probe()
+            assert old_again["now"] == old["now"]  # its run moves no more
+            assert later["now"] > new["now"]  # the shown one's does
             assert tabs.count() == 1  # one console on the page
             page.screenshot(path=str(screenshots / "ui-jupyterlab-rerun.png"))
         finally:

@@ -707,33 +707,38 @@ def test_run_to_end_from_the_console_goes_a_tick_at_a_time_and_pause_stops_it(st
     assert store.recorder.timeline == whole.recorder.timeline
 
 
-def test_a_notebook_console_no_page_shows_stops_and_wakes_when_one_does():
-    """A notebook console whose page has not beaten for UNSEEN_S (its cell run again, its
-    output cleared) stops its updates and its run's clock; a beat wakes it. Here the beat is
-    set as the page's view sets it (the browser's side: tests/test_ui_browser.py)."""
-    from workbench.ui import app
+def test_a_notebook_cell_run_again_lets_go_of_the_consoles_it_showed(monkeypatch):
+    """Running a notebook cell again clears its output: the consoles it showed stop, and Panel
+    lets go of their models. Here IPython's `pre_run_cell` calls are made as the kernel makes
+    them, with the cell ids JupyterLab sends (the browser's side: tests/test_ui_browser.py)."""
+    from types import SimpleNamespace
 
+    import panel as pn
+
+    from workbench.ui import app, cells
+
+    monkeypatch.setattr(cells, "_hook", lambda: True)  # (no kernel here)
+
+    def held(console) -> bool:
+        return any(view[0] is console.layout for view in pn.state._views.values())
+
+    cells.before_cell(SimpleNamespace(cell_id="cell-a"))
     wb = app.Workbench("synthetic:n=40", "1x4", "fifo", inline=False)
-    console = wb.new_console()  # as a cell's output shows it
-    wb.play()
-
-    def tick():
-        wb.state._last_tick = -math.inf  # each call a new period
-        console.tick()
-
-    tick()
-    moved = wb.state.backend.now
-    assert moved > 0 and not console.asleep
-    console.heartbeat.last -= app.UNSEEN_S + 1  # no page has shown it since
-    tick()
-    assert console.asleep and not console._callbacks and wb.state.backend.now == moved
-    tick()  # a tick already scheduled changes nothing
-    assert wb.state.backend.now == moved
-    console.heartbeat.beat += 1  # a page shows it again
-    assert not console.asleep and console._callbacks
-    tick()
-    assert wb.state.backend.now > moved
-    wb.stop()
+    wb._repr_mimebundle_()  # cell a shows it
+    first = wb.console
+    cells.before_cell(SimpleNamespace(cell_id="cell-b"))
+    wb._repr_mimebundle_()  # and cell b again: a second console on the same run
+    second = wb.consoles[-1]
+    assert first is not second and all(held(c) and c._callbacks for c in (first, second))
+    cells.before_cell(SimpleNamespace(cell_id="cell-c"))  # another cell: nothing changes
+    assert all(held(c) and c._callbacks for c in (first, second))
+    cells.before_cell(SimpleNamespace(cell_id="cell-a"))  # cell a again
+    assert not held(first) and not first._callbacks
+    assert held(second) and second._callbacks  # cell b's output is still on the page
+    cells.before_cell(SimpleNamespace(cell_id=None))  # a front-end that sends no id
+    assert held(second) and second._callbacks
+    cells.before_cell(SimpleNamespace(cell_id="cell-b"))
+    assert not held(second) and not second._callbacks
 
 
 def test_the_headline_says_how_fast_a_run_to_the_end_goes():

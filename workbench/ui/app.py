@@ -22,9 +22,9 @@ from typing import Any
 import pandas as pd
 import panel as pn
 from bokeh.document.events import ModelChangedEvent
+from panel.config import _cleanup_panel
 
-from . import export
-from .heartbeat import Heartbeat
+from . import cells, export
 from .link import ViewLink
 from .state import WorkbenchState
 from .views import (
@@ -42,9 +42,6 @@ from .views._panes import HTML
 
 TITLE = "Scheduling Workbench"
 STATUS_RESEND_S = 3.0  # a notebook console re-sends its status lines this often (see Console)
-# a notebook console no page has shown for this long stops updating until one does again
-# (`Heartbeat`); Chrome runs a hidden tab's timers as seldom as once a minute
-UNSEEN_S = 150.0
 CONTROLS_WIDTH = 380
 # the least width of the tabs beside the controls: below it they go under them (at 1,024 px they
 # stay beside, at 800 px they go under)
@@ -143,8 +140,6 @@ class Console:
         self.busy = BusyIndicator()
         self.link = ViewLink(self, TAB_TITLES)
         self._kind = s.kind
-        self.heartbeat = Heartbeat()
-        self.heartbeat.param.watch(lambda e: self._seen(), "beat")
         self.layout = pn.Column(
             pn.Row(self.header, self.busy.panel, self.link.widget, sizing_mode="stretch_width"),
             # the tabs go below the controls where both would not fit (a narrow notebook
@@ -153,7 +148,7 @@ class Console:
             # a line they take it all, and put their two groups side by side)
             wrapping_row((self.controls.panel, f"1 1 {CONTROLS_WIDTH}px"),
                          (self.tabs, f"1000 1 {TABS_MIN_WIDTH}px")),
-            self.heartbeat, sizing_mode="stretch_width", min_height=600, stylesheets=[SHRINKS])
+            sizing_mode="stretch_width", min_height=600, stylesheets=[SHRINKS])
         # Views in tab order; only the controls and the visible tab redraw on each update,
         # a tab catches up when it is shown.
         self.tab_views = (self.cluster, self.jobs, self.forecasts, self.timeline,
@@ -163,17 +158,10 @@ class Console:
         self._callbacks: list = []
         self.tick_seconds = 0.0
         self._status_sent = -math.inf
-        self.asleep = False  # stopped because no page showed it (see `tick`)
 
     def tick(self) -> None:
         """One update: advance the simulator (if running; once per period however many
-        consoles share the store) and redraw. Called periodically. A notebook console whose
-        output no page has shown for UNSEEN_S (its cell run again or cleared) stops instead,
-        until a page shows it again: it would advance the run and send changes to no one."""
-        if self.heartbeat.silent_for() > UNSEEN_S and not _in_server_session():
-            self.stop()
-            self.asleep = True
-            return
+        consoles share the store) and redraw. Called periodically."""
         t0 = time.perf_counter()
         self.state.tick()
         self.sync()
@@ -220,16 +208,8 @@ class Console:
                 else:  # an event carrying the text although it is unchanged
                     doc.callbacks.trigger_on_change(ModelChangedEvent(doc, model, "text", truth))
 
-    def _seen(self) -> None:
-        """A page shows this console: wake it if it slept."""
-        if self.asleep:
-            self.asleep = False
-            self.start()
-            self.sync(all_views=True)
-
     def start(self) -> None:
         """Start the periodic update in the current context (a server session or the kernel)."""
-        self.heartbeat.last = time.monotonic()  # shown now: its page's first beat is to come
         if not self._callbacks:
             if _in_server_session() and pn.state.location is not None:
                 self.link.restore(pn.state.location.query_params)  # a link's tab, engine, job
@@ -240,6 +220,16 @@ class Console:
         for cb in self._callbacks:
             cb.stop()
         self._callbacks.clear()
+
+    def release(self) -> None:
+        """Stop, and let Panel drop its hold on this console's models, as it does when
+        JupyterLab says an output is gone (`panel.config._cleanup_panel`): called when the
+        notebook cell that showed it runs again (`cells`). Nothing then holds this console,
+        or the run it showed, but the user's own names."""
+        self.stop()
+        for ref, (viewable, *_) in list(pn.state._views.items()):
+            if viewable is self.layout:
+                _cleanup_panel(ref)
 
 
 class Workbench:
@@ -310,6 +300,8 @@ class Workbench:
             console = Console(self.state, self.locked, self.real_ok)
             self.consoles.append(console)
         console.start()
+        if not _in_server_session():  # (a served page is not a cell's output)
+            cells.shown_here(console)  # let go of when its notebook cell runs again
         return console
 
     def __panel__(self) -> pn.viewable.Viewable:

@@ -1,0 +1,60 @@
+"""Which notebook cell shows each console, so that running that cell again lets go of them.
+
+A notebook cell that shows a console, run again, replaces its output: the console it showed
+before is on no page any more. Panel would let go of it when JupyterLab says an output is gone,
+but that message is never sent (pyviz_comms 3.0.6: its comm is opened only when its field is
+null, and the field starts undefined), so the old console ticked on in the kernel, advancing
+its run and sending changes to no one, held for good: one more with every rerun. The kernel
+does know which cell runs: JupyterLab sends the cell's id with each execution, and IPython
+hands it to `pre_run_cell` hooks. (A front-end that sends no id, such as nbclient, leaves
+everything as it was.)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class _Releasable(Protocol):
+    def release(self) -> None: ...
+
+
+_shown_by: dict[str, list[_Releasable]] = {}  # cell id -> the consoles its last run showed
+_running: str | None = None  # the id of the cell running now
+_hooked: list[Any] = []  # the IPython shell the hook is registered with
+
+
+def shown_here(console: _Releasable) -> None:
+    """Note that the cell running now shows `console` (nothing outside a notebook kernel)."""
+    if not _hook() or _running is None:
+        return
+    _shown_by.setdefault(_running, []).append(console)
+
+
+def before_cell(info: Any) -> None:
+    """IPython's `pre_run_cell`: the cell about to run loses its outputs, and with them the
+    consoles it showed last time."""
+    global _running
+    _running = getattr(info, "cell_id", None)
+    for console in _shown_by.pop(_running, []) if _running is not None else []:
+        console.release()
+
+
+def _hook() -> bool:
+    """Register `before_cell` with the running IPython kernel once; False outside one."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    if shell not in _hooked:
+        shell.events.register("pre_run_cell", before_cell)
+        _hooked.append(shell)
+        # the cell showing the first console is already running: its id, as the hook would
+        # have read it
+        global _running
+        parent = getattr(getattr(shell, "kernel", None), "get_parent", dict)() or {}
+        _running = (parent.get("metadata") or {}).get("cellId")
+    return True
