@@ -36,12 +36,13 @@ def before_cell(info: Any) -> None:
     consoles it showed last time."""
     global _running
     _running = getattr(info, "cell_id", None)
-    for console in _shown_by.pop(_running, []) if _running is not None else []:
+    for console in _shown_by.pop(_running, []):  # (no console is noted under None)
         console.release()
 
 
 def _hook() -> bool:
     """Register `before_cell` with the running IPython kernel once; False outside one."""
+    global _running
     try:
         from IPython import get_ipython
     except ImportError:
@@ -54,7 +55,6 @@ def _hook() -> bool:
         _hooked.append(shell)
         # the cell showing the first console is already running: its id, as the hook would
         # have read it
-        global _running
         parent = getattr(getattr(shell, "kernel", None), "get_parent", dict)() or {}
         _running = (parent.get("metadata") or {}).get("cellId")
     return True
