@@ -328,10 +328,55 @@ def _run_first_cell(page, tries: int = 6) -> None:
     raise AssertionError(f"the notebook's cell never ran (prompt {prompt.inner_text()!r})")
 
 
-PROBE = ("import panel as pn\nprobes += 1\nprint(json.dumps({'n': probes, 'consoles': ["
+PROBE = ("import panel as pn\nprobes += 1\nreport = json.dumps({'n': probes, 'consoles': ["
          "{'ticking': bool(c._callbacks), 'now': w.state.backend.now,"
          " 'held': any(v[0] is c.layout for v in pn.state._views.values())}"
-         " for w in made for c in w.consoles]}))")
+         " for w in made for c in w.consoles]})\nopen('probe.json', 'w').write(report)\n"
+         "print(report)")
+
+
+class _NotebookDriver:
+    """Runs a JupyterLab notebook's cells by index and reads the probe cell's report (PROBE),
+    from the file it writes in the notebook's folder `root`: with two consoles running, its
+    printed output sometimes never showed on the page though the cell had run."""
+
+    def __init__(self, page, root: Path) -> None:
+        self.page, self.report, self.seen = page, root / "probe.json", 0
+
+    def cell(self, i: int):
+        return self.page.locator(".jp-Notebook .jp-Cell").nth(i)
+
+    def run(self, i: int) -> None:
+        self.cell(i).locator(".jp-InputArea-editor").click(timeout=60_000)
+        self.page.keyboard.press("Control+Enter")
+
+    def probe(self, i: int) -> list[dict]:
+        """The report of the probe cell `i`, run until it writes a new one: keys sent to a
+        busy page may reach it before the notebook takes them (see `_run_first_cell`)."""
+        for _ in range(4):
+            self.run(i)
+            end = time.monotonic() + 20
+            while time.monotonic() < end:
+                found = self._read()
+                if found and found["n"] > self.seen:
+                    self.seen = found["n"]
+                    return found["consoles"]
+                time.sleep(0.5)
+        raise AssertionError(f"the probe cell wrote nothing new: {self.cell(i).inner_text()!r}")
+
+    def _read(self) -> dict | None:
+        try:
+            return json.loads(self.report.read_text())
+        except (OSError, ValueError):  # not written yet, or being written
+            return None
+
+
+def _notebook(path: Path, cells: list[str]) -> None:
+    nbformat = pytest.importorskip("nbformat")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}
+    nbformat.write(nb, path)
 
 
 def test_a_notebook_cell_run_again_lets_go_of_the_console_it_showed(browser, tmp_path,
@@ -341,59 +386,88 @@ def test_a_notebook_cell_run_again_lets_go_of_the_console_it_showed(browser, tmp
     sending changes to no one, held for good, one more with every rerun: JupyterLab never
     tells Panel an output is gone); the new one runs."""
     pytest.importorskip("jupyterlab")
-    nbformat = pytest.importorskip("nbformat")
-    cells = ["import json\nfrom workbench.ui import Workbench\nmade, probes = [], 0",
-             "wb = Workbench(trace='synthetic:n=400', running=True)\nmade.append(wb)\nwb",
-             PROBE]
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
-                                 "language": "python"}
-    nbformat.write(nb, tmp_path / "rerun.ipynb")
+    _notebook(tmp_path / "rerun.ipynb",
+              ["import json\nfrom workbench.ui import Workbench\nmade, probes = [], 0",
+               "wb = Workbench(trace='synthetic:n=400', running=True)\nmade.append(wb)\nwb",
+               PROBE])
     with _jupyterlab(tmp_path) as url:
         page = browser.new_page(viewport={"width": 1366, "height": 900})
-        seen = 0  # the last probe's number
-
-        def run(i: int) -> None:
-            page.locator(".jp-Notebook .jp-Cell .jp-InputArea-editor").nth(i).click(
-                timeout=60_000)
-            page.keyboard.press("Control+Enter")
-
-        def probe() -> list[dict]:
-            """The probe cell's report, run until it prints a new one: keys sent to a busy
-            page may reach it before the notebook takes them (see `_run_first_cell`)."""
-            nonlocal seen
-            out = page.locator(".jp-Notebook .jp-Cell").nth(2).locator(".jp-OutputArea")
-            for _ in range(4):
-                run(2)
-                end = time.monotonic() + 20
-                while time.monotonic() < end:
-                    found = re.search(r"\{.*\}", out.inner_text())
-                    if found and json.loads(found.group())["n"] > seen:
-                        seen = json.loads(found.group())["n"]
-                        return json.loads(found.group())["consoles"]
-                    time.sleep(0.5)
-            raise AssertionError(f"the probe printed nothing new: {out.inner_text()!r}")
-
+        nb = _NotebookDriver(page, tmp_path)
         try:
             page.goto(url.replace("/lab?", "/lab/tree/rerun.ipynb?") + "&reset")
             _run_first_cell(page)
-            run(1)
+            nb.run(1)
             tabs = page.locator(".bk-tab", has_text="Cluster")
             tabs.first.wait_for(timeout=180_000)
             time.sleep(3)
-            (first,) = probe()
+            (first,) = nb.probe(2)
             assert first["ticking"] and first["held"] and first["now"] > 0, first
-            run(1)  # again: a new console replaces the first in the cell's output
+            nb.run(1)  # again: a new console replaces the first in the cell's output
             time.sleep(8)
-            old, new = probe()
+            old, new = nb.probe(2)
             assert not old["ticking"] and not old["held"], old  # let go of
             assert new["ticking"] and new["held"], new
             time.sleep(8)
-            old_again, later = probe()
+            old_again, later = nb.probe(2)
             assert old_again["now"] == old["now"]  # its run moves no more
             assert later["now"] > new["now"]  # the shown one's does
             assert tabs.count() == 1  # one console on the page
             page.screenshot(path=str(screenshots / "ui-jupyterlab-rerun.png"))
+        finally:
+            page.close()
+
+
+def test_a_notebook_output_cleared_or_its_cell_deleted_lets_go_of_its_console(
+        browser, tmp_path, screenshots):
+    """Two cells each showing a console in JupyterLab. Clearing the first's output (no cell
+    runs, so only the page knows) stops its console and lets go of it, the other ticking on;
+    a saved notebook's page reloaded keeps the other running (a reload is not a removal);
+    deleting the other's cell lets go of it too. Before `OutputGone` both ticked on in the
+    kernel for good."""
+    pytest.importorskip("jupyterlab")
+    show = "wb = Workbench(trace='synthetic:n=400', running=True)\nmade.append(wb)\nwb"
+    _notebook(tmp_path / "gone.ipynb",
+              ["import json\nfrom workbench.ui import Workbench\nmade, probes = [], 0",
+               show, show, PROBE])
+    with _jupyterlab(tmp_path) as url:
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        nb = _NotebookDriver(page, tmp_path)
+        tabs = page.locator(".bk-tab", has_text="Cluster")
+        try:
+            page.goto(url.replace("/lab?", "/lab/tree/gone.ipynb?") + "&reset")
+            _run_first_cell(page)
+            nb.run(1)
+            tabs.first.wait_for(timeout=180_000)
+            nb.run(2)
+            tabs.nth(1).wait_for(timeout=180_000)
+            time.sleep(3)
+            a, b = nb.probe(3)
+            assert all(c["ticking"] and c["held"] for c in (a, b)), (a, b)
+            nb.cell(1).locator(".jp-InputPrompt").click()  # (the menu acts on the active cell)
+            nb.cell(1).locator(".jp-InputPrompt").click(button="right")
+            page.get_by_text("Clear Cell Output", exact=True).first.click()
+            time.sleep(6)
+            a, b = nb.probe(3)
+            assert not a["ticking"] and not a["held"], a  # let go of
+            assert b["ticking"] and b["held"], b
+            assert tabs.count() == 1
+            page.keyboard.press("Control+s")
+            time.sleep(3)
+            page.reload()
+            tabs.first.wait_for(timeout=180_000)
+            time.sleep(6)
+            a_again, b_reloaded = nb.probe(3)
+            assert b_reloaded["ticking"] and b_reloaded["held"], b_reloaded
+            assert b_reloaded["now"] > b["now"] and a_again["now"] == a["now"]
+            nb.cell(2).locator(".jp-InputPrompt").click()
+            page.keyboard.press("Escape")
+            page.keyboard.press("d")
+            page.keyboard.press("d")  # the cell deleted
+            time.sleep(6)
+            assert tabs.count() == 0
+            _, b = nb.probe(2)  # (the probe is the third cell now)
+            assert not b["ticking"] and not b["held"], b
+            page.screenshot(path=str(screenshots / "ui-jupyterlab-output-gone.png"))
         finally:
             page.close()
 

@@ -741,6 +741,61 @@ def test_a_notebook_cell_run_again_lets_go_of_the_consoles_it_showed(monkeypatch
     assert not held(second) and not second._callbacks
 
 
+def test_a_notebook_output_cleared_or_deleted_lets_go_of_the_console_it_showed(monkeypatch):
+    """The page says a notebook output is gone (cleared, its cell deleted: no cell runs, so
+    the kernel cannot see it): a comm opened to `cells`' target names the output, and the
+    console it showed stops and is let go of, not another; an output that is not ours changes
+    nothing; a console let go of this way is not let go of again when its cell runs. The comm
+    is a stand-in (`FakeComm`); the page's side: tests/test_ui_browser.py."""
+    from types import SimpleNamespace
+
+    import panel as pn
+
+    from workbench.ui import app, cells
+    from workbench.ui.output_gone import TARGET, OutputGone
+
+    monkeypatch.setattr(cells, "_hook", lambda: True)  # (no kernel here)
+    monkeypatch.setattr(cells, "_shown", [])
+    monkeypatch.setattr(cells, "_shown_by", {})
+
+    class FakeComm:
+        closed = False
+
+        def close(self) -> None:
+            self.closed = True
+
+    def held(console) -> bool:
+        return any(view[0] is console.layout for view in pn.state._views.values())
+
+    def gone(ref: str) -> FakeComm:
+        comm = FakeComm()
+        cells._on_output_gone(comm, {"content": {"data": {"ref": ref}}})
+        return comm
+
+    cells.before_cell(SimpleNamespace(cell_id="cell-a"))
+    wb = app.Workbench("synthetic:n=40", "1x4", "fifo", inline=False)
+    wb._repr_mimebundle_()
+    first = wb.console
+    cells.before_cell(SimpleNamespace(cell_id="cell-b"))
+    wb._repr_mimebundle_()
+    second = wb.consoles[-1]
+    assert first.layout.select(OutputGone)  # in every console's layout
+    assert TARGET in OutputGone._scripts["remove"]
+    (ref,) = [r for r in pn.state._views if first.shows(r)]
+    assert not second.shows(ref)
+    assert gone("not-an-output-of-ours").closed
+    assert all(held(c) and c._callbacks for c in (first, second))
+    assert gone(ref).closed  # cell a's output cleared
+    assert not held(first) and not first._callbacks
+    assert held(second) and second._callbacks
+    assert first not in cells._shown and first not in cells._shown_by["cell-a"]
+    cells.before_cell(SimpleNamespace(cell_id="cell-a"))  # cell a runs again: nothing left
+    assert held(second) and second._callbacks
+    (ref,) = [r for r in pn.state._views if second.shows(r)]
+    gone(ref)  # cell b deleted
+    assert not held(second) and not second._callbacks and cells._shown == []
+
+
 def test_the_headline_says_how_fast_a_run_to_the_end_goes():
     from workbench.ui import Workbench
 

@@ -26,6 +26,7 @@ from panel.config import _cleanup_panel
 
 from . import cells, export
 from .link import ViewLink
+from .output_gone import OutputGone
 from .state import WorkbenchState
 from .views import (
     ClusterView,
@@ -141,7 +142,9 @@ class Console:
         self.link = ViewLink(self, TAB_TITLES)
         self._kind = s.kind
         self.layout = pn.Column(
-            pn.Row(self.header, self.busy.panel, self.link.widget, sizing_mode="stretch_width"),
+            # (`OutputGone`: the page tells the kernel when a notebook output of it is gone)
+            pn.Row(self.header, self.busy.panel, self.link.widget, OutputGone(),
+                   sizing_mode="stretch_width"),
             # the tabs go below the controls where both would not fit (a narrow notebook
             # cell or window), rather than keeping a tab 400 px wide beside them
             # (flex-grow 1 : 1000: beside the tabs the controls keep their width; alone on
@@ -224,12 +227,17 @@ class Console:
     def release(self) -> None:
         """Stop, and let Panel drop its hold on this console's models, as it does when
         JupyterLab says an output is gone (`panel.config._cleanup_panel`): called when the
-        notebook cell that showed it runs again (`cells`). Nothing then holds this console,
+        notebook output that showed it is gone (`cells`). Nothing then holds this console,
         or the run it showed, but the user's own names."""
         self.stop()
         for ref, (viewable, *_) in list(pn.state._views.items()):
             if viewable is self.layout:
                 _cleanup_panel(ref)
+
+    def shows(self, ref: str) -> bool:
+        """Whether Panel's notebook output `ref` shows this console."""
+        view = pn.state._views.get(ref)
+        return view is not None and view[0] is self.layout
 
 
 class Workbench:
@@ -301,7 +309,7 @@ class Workbench:
             self.consoles.append(console)
         console.start()
         if not _in_server_session():  # (a served page is not a cell's output)
-            cells.shown_here(console)  # let go of when its notebook cell runs again
+            cells.shown_here(console)  # let go of when its notebook output is gone
         return console
 
     def __panel__(self) -> pn.viewable.Viewable:

@@ -1,4 +1,5 @@
-"""Which notebook cell shows each console, so that running that cell again lets go of them.
+"""Which notebook cell shows each console, so that the kernel lets go of a console whose
+output is gone: its cell run again, its output cleared, the cell deleted.
 
 A notebook cell that shows a console, run again, replaces its output: the console it showed
 before is on no page any more. Panel would let go of it when JupyterLab says an output is gone,
@@ -7,18 +8,24 @@ null, and the field starts undefined), so the old console ticked on in the kerne
 its run and sending changes to no one, held for good: one more with every rerun. The kernel
 does know which cell runs: JupyterLab sends the cell's id with each execution, and IPython
 hands it to `pre_run_cell` hooks. (A front-end that sends no id, such as nbclient, leaves
-everything as it was.)
+everything as it was.) An output cleared or deleted without a run is told by the page
+instead (`output_gone`): a comm opened to `TARGET` naming the output.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
+from .output_gone import TARGET
+
 
 class _Releasable(Protocol):
     def release(self) -> None: ...
 
+    def shows(self, ref: str) -> bool: ...
 
+
+_shown: list[_Releasable] = []  # the consoles shown in this kernel, not let go of yet
 _shown_by: dict[str, list[_Releasable]] = {}  # cell id -> the consoles its last run showed
 _running: str | None = None  # the id of the cell running now
 _hooked: list[Any] = []  # the IPython shell the hook is registered with
@@ -26,9 +33,11 @@ _hooked: list[Any] = []  # the IPython shell the hook is registered with
 
 def shown_here(console: _Releasable) -> None:
     """Note that the cell running now shows `console` (nothing outside a notebook kernel)."""
-    if not _hook() or _running is None:
+    if not _hook():
         return
-    _shown_by.setdefault(_running, []).append(console)
+    _shown.append(console)
+    if _running is not None:
+        _shown_by.setdefault(_running, []).append(console)
 
 
 def before_cell(info: Any) -> None:
@@ -37,7 +46,30 @@ def before_cell(info: Any) -> None:
     global _running
     _running = getattr(info, "cell_id", None)
     for console in _shown_by.pop(_running, []):  # (no console is noted under None)
-        console.release()
+        _let_go(console)
+
+
+def output_gone(ref: str | None) -> None:
+    """The page says Panel's notebook output `ref` is gone: let go of the console it showed."""
+    for console in [c for c in _shown if ref is not None and c.shows(ref)]:
+        _let_go(console)
+
+
+def _on_output_gone(comm: Any, message: dict) -> None:
+    """The comm target the page opens a comm to, naming the output gone (`OutputGone`)."""
+    data = (message.get("content") or {}).get("data") or {}
+    comm.close()
+    output_gone(data.get("ref"))
+
+
+def _let_go(console: _Releasable) -> None:
+    """Stop `console` and forget it here (it is let go of once, whichever way it went)."""
+    if console in _shown:
+        _shown.remove(console)
+    for consoles in _shown_by.values():
+        if console in consoles:
+            consoles.remove(console)
+    console.release()
 
 
 def _hook() -> bool:
@@ -52,6 +84,9 @@ def _hook() -> bool:
         return False
     if shell not in _hooked:
         shell.events.register("pre_run_cell", before_cell)
+        comms = getattr(getattr(shell, "kernel", None), "comm_manager", None)
+        if comms is not None:  # (a terminal IPython has no front-end to tell it)
+            comms.register_target(TARGET, _on_output_gone)
         _hooked.append(shell)
         # the cell showing the first console is already running: its id, as the hook would
         # have read it
