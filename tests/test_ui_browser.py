@@ -336,9 +336,9 @@ PROBE = ("import panel as pn\nprobes += 1\nreport = json.dumps({'n': probes, 'co
 
 
 class _NotebookDriver:
-    """Runs a JupyterLab notebook's cells by index and reads the probe cell's report (PROBE),
-    from the file it writes in the notebook's folder `root`: with two consoles running, its
-    printed output sometimes never showed on the page though the cell had run."""
+    """Runs a JupyterLab notebook's cells by index and reads the probe cell's report (PROBE)
+    from the file it writes in the notebook's folder `root`, then checks that its printed copy
+    shows on the page (with two consoles running, a cell's prints were lost: `comm_stdout`)."""
 
     def __init__(self, page, root: Path) -> None:
         self.page, self.report, self.seen = page, root / "probe.json", 0
@@ -360,9 +360,16 @@ class _NotebookDriver:
                 found = self._read()
                 if found and found["n"] > self.seen:
                     self.seen = found["n"]
+                    self._printed(i, found["n"])
                     return found["consoles"]
                 time.sleep(0.5)
         raise AssertionError(f"the probe cell wrote nothing new: {self.cell(i).inner_text()!r}")
+
+    def _printed(self, i: int, n: int) -> None:
+        out, end = self.cell(i).locator(".jp-OutputArea"), time.monotonic() + 20
+        while f'"n": {n},' not in out.inner_text():
+            assert time.monotonic() < end, f"the probe's print never showed: {out.inner_text()!r}"
+            time.sleep(0.5)
 
     def _read(self) -> dict | None:
         try:

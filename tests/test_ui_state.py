@@ -865,3 +865,57 @@ def test_the_headline_says_when_the_next_job_arrives_in_a_quiet_stretch():
         store.advance(10 * 86400)
     wb.sync()
     assert store.summary["next_arrival_h"] is None and "the next at" not in wb.controls.clock.object
+
+
+def test_comm_captures_overlapping_on_two_threads_leave_print_working():
+    """Two consoles' page messages are handled on a thread of their own each, overlapping:
+    pyviz's capture (a global swap of `sys.stdout`) left a StringIO behind and every later
+    print of the notebook went nowhere, and a cell's print during a handler was swallowed.
+    The kernel's replacement captures each handler's own thread only and puts the stream back
+    when the last capture closes. (Reproduced here with pyviz's own class, then ours.)"""
+    import io
+    import sys
+    import threading
+
+    import pyviz_comms
+
+    from workbench.ui.comm_stdout import ThreadStandardOutput
+
+    def overlap(capture) -> tuple[bool, list, list, str]:
+        """A enters, B enters, the main thread prints, A leaves, B leaves (threads in step)."""
+        real = io.StringIO()
+        steps = [threading.Event() for _ in range(4)]
+        got: dict[str, list] = {}
+
+        def handler(name: str, enter_after: int, leave_after: int, done: int) -> None:
+            if enter_after >= 0:
+                steps[enter_after].wait(5)
+            with capture() as lines:
+                print(f"from {name}")
+                steps[done].set()
+                steps[leave_after].wait(5)
+            got[name] = lines
+            if name == "a":
+                steps[3].set()
+
+        saved, sys.stdout = sys.stdout, real
+        try:
+            a = threading.Thread(target=handler, args=("a", -1, 2, 0))
+            b = threading.Thread(target=handler, args=("b", 0, 3, 1))
+            a.start()
+            b.start()
+            steps[1].wait(5)  # both captures open
+            print("from the cell")
+            steps[2].set()  # A leaves, then B
+            a.join(5)
+            b.join(5)
+            left = sys.stdout
+        finally:
+            sys.stdout = saved
+        return left is real, got["a"], got["b"], real.getvalue()
+
+    back, _, _, printed = overlap(pyviz_comms.StandardOutput)
+    assert not back and "from the cell" not in printed  # pyviz's: a StringIO left, print lost
+    back, a, b, printed = overlap(ThreadStandardOutput)
+    assert back and printed == "from the cell\n"  # the stream put back; the cell's print in it
+    assert a == ["from a"] and b == ["from b"]  # each handler's own lines

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from . import comm_stdout
 from .output_gone import TARGET
 
 
@@ -87,6 +88,7 @@ def _hook() -> bool:
         comms = getattr(getattr(shell, "kernel", None), "comm_manager", None)
         if comms is not None:  # (a terminal IPython has no front-end to tell it)
             comms.register_target(TARGET, _on_output_gone)
+            comm_stdout.install()  # two consoles' messages must not leave print() dead
         _hooked.append(shell)
         # the cell showing the first console is already running: its id, as the hook would
         # have read it
