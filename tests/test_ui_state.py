@@ -718,6 +718,7 @@ def test_a_notebook_cell_run_again_lets_go_of_the_consoles_it_showed(monkeypatch
     from workbench.ui import app, cells
 
     monkeypatch.setattr(cells, "_hook", lambda: True)  # (no kernel here)
+    monkeypatch.setattr(cells, "_shown", [])
 
     def held(console) -> bool:
         return any(view[0] is console.layout for view in pn.state._views.values())
@@ -756,7 +757,6 @@ def test_a_notebook_output_cleared_or_deleted_lets_go_of_the_console_it_showed(m
 
     monkeypatch.setattr(cells, "_hook", lambda: True)  # (no kernel here)
     monkeypatch.setattr(cells, "_shown", [])
-    monkeypatch.setattr(cells, "_shown_by", {})
 
     class FakeComm:
         closed = False
@@ -788,7 +788,7 @@ def test_a_notebook_output_cleared_or_deleted_lets_go_of_the_console_it_showed(m
     assert gone(ref).closed  # cell a's output cleared
     assert not held(first) and not first._callbacks
     assert held(second) and second._callbacks
-    assert first not in cells._shown and first not in cells._shown_by["cell-a"]
+    assert all(c is not first for _, c in cells._shown)
     cells.before_cell(SimpleNamespace(cell_id="cell-a"))  # cell a runs again: nothing left
     assert held(second) and second._callbacks
     (ref,) = [r for r in pn.state._views if second.shows(r)]

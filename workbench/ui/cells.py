@@ -14,6 +14,7 @@ instead (`output_gone`): a comm opened to `TARGET` naming the output.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from . import comm_stdout
@@ -26,8 +27,9 @@ class _Releasable(Protocol):
     def shows(self, ref: str) -> bool: ...
 
 
-_shown: list[_Releasable] = []  # the consoles shown in this kernel, not let go of yet
-_shown_by: dict[str, list[_Releasable]] = {}  # cell id -> the consoles its last run showed
+# the consoles shown in this kernel and not let go of yet, each with the id of the cell whose
+# run showed it (None: the front-end sent none)
+_shown: list[tuple[str | None, _Releasable]] = []
 _running: str | None = None  # the id of the cell running now
 _hooked: list[Any] = []  # the IPython shell the hook is registered with
 
@@ -36,9 +38,7 @@ def shown_here(console: _Releasable) -> None:
     """Note that the cell running now shows `console` (nothing outside a notebook kernel)."""
     if not _hook():
         return
-    _shown.append(console)
-    if _running is not None:
-        _shown_by.setdefault(_running, []).append(console)
+    _shown.append((_running, console))
 
 
 def before_cell(info: Any) -> None:
@@ -46,14 +46,14 @@ def before_cell(info: Any) -> None:
     consoles it showed last time."""
     global _running
     _running = getattr(info, "cell_id", None)
-    for console in _shown_by.pop(_running, []):  # (no console is noted under None)
-        _let_go(console)
+    if _running is not None:  # (a cell without an id is never known to run again)
+        _let_go_of(lambda cell, _: cell == _running)
 
 
 def output_gone(ref: str | None) -> None:
     """The page says Panel's notebook output `ref` is gone: let go of the console it showed."""
-    for console in [c for c in _shown if ref is not None and c.shows(ref)]:
-        _let_go(console)
+    if ref is not None:
+        _let_go_of(lambda _, console: console.shows(ref))
 
 
 def _on_output_gone(comm: Any, message: dict) -> None:
@@ -63,14 +63,13 @@ def _on_output_gone(comm: Any, message: dict) -> None:
     output_gone(data.get("ref"))
 
 
-def _let_go(console: _Releasable) -> None:
-    """Stop `console` and forget it here (it is let go of once, whichever way it went)."""
-    if console in _shown:
-        _shown.remove(console)
-    for consoles in _shown_by.values():
-        if console in consoles:
-            consoles.remove(console)
-    console.release()
+def _let_go_of(which: Callable[[str | None, _Releasable], bool]) -> None:
+    """Stop the consoles `which(cell, console)` picks and forget them here (each is let go of
+    once, whichever way it went)."""
+    gone = [pair for pair in _shown if which(*pair)]
+    _shown[:] = [pair for pair in _shown if pair not in gone]
+    for _, console in gone:
+        console.release()
 
 
 def _hook() -> bool:

@@ -9,8 +9,9 @@ console's layout says it instead: when its view is removed, it opens a comm to t
 `TARGET` naming the output (its root model, the key of Panel's `state._views`). It goes
 through the kernel handle pyviz keeps per output, captured when the view is drawn (pyviz
 forgets it just before it removes the views). After a page reload, or with the notebook's
-tab closed (JupyterLab 4.6), the console runs on, as the kernel's other work does. Outside a JupyterLab
-notebook (a served page, VS Code, an ipywidget) there is no such handle: it does nothing.
+tab closed (JupyterLab 4.6), the console runs on, as the kernel's other work does. Outside a
+JupyterLab notebook (a served page, VS Code, an ipywidget) there is no such handle: it does
+nothing.
 """
 
 from __future__ import annotations
