@@ -26,6 +26,13 @@ pytestmark = pytest.mark.ui
 from browser import Page, serve, stop
 
 REASON = "rejected: needs 5 GPUs, the cluster has 4"  # dssm-0 of synthetic:n=6,ps=1
+# elements the crafted text would have made, counted through Panel's shadow roots
+_MARKUP_RUN = """() => { let n = 0;
+  const walk = root => root.querySelectorAll('*').forEach(e => {
+    if ((e.tagName === 'IMG' && e.getAttribute('src') === 'x') ||
+        (e.tagName === 'I' && e.textContent === 'it')) n++;
+    if (e.shadowRoot) walk(e.shadowRoot); });
+  walk(document); return n; }"""
 
 
 def responds_quickly(url: str, limit: float = 5.0) -> float:
@@ -121,9 +128,10 @@ def test_a_bad_trace_loaded_from_the_backend_card_is_one_line_in_the_app(
                         "a,0,cifar10,many,2048\n")
         bad = str(path)
         words = [f"{path}:2", *words]
-    proc, url = serve("--speed", "3600")
+    # a file on the server is read for the session with the token only (test_ui_untrusted_text)
+    proc, url = serve("--speed", "3600", "--token", "t0ken")
     try:
-        p = Page(browser, url)
+        p = Page(browser, url + "?token=t0ken")
         try:
             p.page.locator(".card-header", has_text="Backend").first.click()
             trace_input = p.page.get_by_label("trace", exact=True)
@@ -143,6 +151,36 @@ def test_a_bad_trace_loaded_from_the_backend_card_is_one_line_in_the_app(
             assert responds_quickly(url) < 5.0
             p.page.screenshot(path=str(screenshots / f"ui-load-error-{tmp_path.name}.png"),
                               full_page=True)
+            assert p.errors == []
+        finally:
+            p.close()
+    finally:
+        stop(proc)
+
+
+def test_a_crafted_link_or_search_shows_its_markup_as_text(browser, screenshots):
+    """`?tab=jobs&job=<img src=x onerror=...>` ran the script in the page (an operator's URL
+    carries its token); typing it into the Cluster tab's search did too."""
+    from urllib.parse import quote
+
+    evil = '<img src=x onerror="document.title=\'PWNED\'">'
+    proc, url = serve("--speed", "3600")
+    try:
+        p = Page(browser, url + "?tab=jobs&job=" + quote(evil))
+        try:
+            p.wait_for(lambda: p.page.locator("text=now: no such job").count() > 0,
+                       what="the linked job's line")
+            assert p.page.locator("text=<img src=x").count() > 0  # the name, as text
+            p.tab("Cluster")
+            box = p.page.get_by_placeholder("find a node or job")
+            box.fill(evil + "<i>it</i>")
+            box.press("Enter")
+            p.wait_for(lambda: p.page.locator("text=No node or job named").count() > 0,
+                       what="the search's answer")
+            time.sleep(0.5)  # an image's error (a script's run) comes after it is drawn
+            p.page.screenshot(path=str(screenshots / "ui-crafted-link.png"), full_page=True)
+            assert p.page.title() != "PWNED"
+            assert p.js(_MARKUP_RUN) == 0
             assert p.errors == []
         finally:
             p.close()

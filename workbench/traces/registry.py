@@ -70,6 +70,22 @@ def load_trace(spec: str, *, seed: int = 0, limit: int | None = None) -> Jobs:
     return jobs
 
 
+def names_a_file(spec: str) -> bool:
+    """Whether loading `spec` reads a file it names (a path), rather than a workload shipped
+    with the package, a generated one or a pod list by name from the data folder: a served
+    session without the access token may not have the server read its files."""
+    kind, _, arg = str(spec).strip().partition(":")
+    if kind in ("default", "synthetic"):
+        return False
+    if kind == "philly":
+        return bool(arg.strip())
+    if kind == "openb":
+        pods = [v.strip() for k, _, v in (item.partition("=") for item in arg.split(","))
+                if k.strip() == "pods"]
+        return any(os.sep in v or "/" in v or v.endswith(".csv") for v in pods)
+    return True
+
+
 def _load(spec: str, seed: int) -> Jobs:
     spec = str(spec).strip()
     kind, _, arg = spec.partition(":")

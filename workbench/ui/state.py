@@ -42,7 +42,7 @@ from ..backend import Forkable, Snapshottable
 from ..control import Controller, Recorder
 from ..errors import AnotherSchedulerLeads, ConfigError, as_keyword, check_number
 from ..k8s.leader import DEFAULT_LEASE, LeaseHolder, read_lease
-from ..model import ClusterState
+from ..model import ClusterState, JobStatus
 from ..policies import about, available, check_engine, make_policy
 from ..session import load_jobs, load_nodes, simulate
 from ..sim import SimBackend
@@ -423,6 +423,10 @@ class WorkbenchState(RunControls):
     def job_cells(self, name: str) -> list[int]:
         """The GPU cells (flat node x GPU indices of `cells`) job `name` holds now."""
         return self._painter.cells_of(name)
+
+    def known_job(self, name: str) -> JobStatus | None:
+        """Job `name` as the backend knows it, finished or not (None: no such job)."""
+        return self.backend.jobs.get(name)
 
     def why_now(self, name: str) -> str:
         """Why job `name` is where it is, from the cluster as last observed (`waiting.why_now`):

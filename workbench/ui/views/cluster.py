@@ -12,6 +12,8 @@ drill-down to one rack's GPUs.
 
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import panel as pn
 
@@ -116,11 +118,11 @@ class ClusterView(View):
             self.node = self._index[name]
             if self.big:
                 self.drill(self.state.layout.nodes[self.node].rack)
-        elif name in self.state.cluster_state.jobs:
+        elif self.state.known_job(name) is not None:  # a finished job too: it holds nothing
             self.job = name
             self._drill_to_job()
         else:
-            self.info.object = f"No node or job named **{name}**."
+            self.info.object = f"No node or job named **{html.escape(name)}**."
         if self.find.value != name:
             self.find.value = name
         self._seen = -1
@@ -174,16 +176,17 @@ class ClusterView(View):
 
 
 def _job_text(job: str, cells: list[int], state: WorkbenchState) -> str:
+    job_name = html.escape(job)
     if not cells:
-        status = state.cluster_state.jobs.get(job)
+        status = state.known_job(job)
         what = status.state.value if status is not None else "gone"
-        return f"**{job}** holds no GPU now ({what})."
+        return f"**{job_name}** holds no GPU now ({what})."
     g = state.layout.max_gpus
     nodes = sorted({c // g for c in cells})
     names = [state.layout.nodes[i].name for i in nodes]
     racks = sorted({state.layout.nodes[i].rack for i in nodes})
     shown = ", ".join(names[:12]) + (f" … (+{len(names) - 12})" if len(names) > 12 else "")
-    return (f"**{job}** holds {len(cells)} GPU{'s' * (len(cells) != 1)} on {len(nodes)}"
+    return (f"**{job_name}** holds {len(cells)} GPU{'s' * (len(cells) != 1)} on {len(nodes)}"
             f" node{'s' * (len(nodes) != 1)} ({shown}) in {', '.join(racks[:6])}"
             f"{' …' if len(racks) > 6 else ''}: outlined in red.")
 

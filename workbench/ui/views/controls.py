@@ -6,6 +6,7 @@ seen without the access token) they are disabled."""
 
 from __future__ import annotations
 
+import html
 import time
 
 import panel as pn
@@ -13,6 +14,7 @@ import panel as pn
 from ...clusters import PRESETS
 from ...errors import ConfigError, WorkbenchError
 from ...policies import available
+from ...traces.registry import names_a_file
 from ..connection import default_kubeconfig, kubeconfig_contexts
 from ..state import WorkbenchState
 from ._base import View
@@ -193,6 +195,12 @@ class ControlsView(View):
         return not self.locked if self.state.simulated else self.real_ok
 
     @property
+    def may_read_files(self) -> bool:
+        """This session may have the server read a file it names (a trace's path): what lets it
+        connect to a real cluster (reading a kubeconfig on the server) lets it do that."""
+        return self.may_connect
+
+    @property
     def may_connect(self) -> bool:
         """This session may connect the store to a Kubernetes cluster."""
         return self.real_ok and self.may_change
@@ -206,7 +214,7 @@ class ControlsView(View):
             action(*args, **kwargs)
         except (PermissionError, KeyError, ValueError, TypeError, WorkbenchError) as e:
             # a bad trace, cluster or engine: one line here, and the store stays as it was
-            self.message.object = f"**Not done:** {one_line(e)}"
+            self.message.object = f"**Not done:** {html.escape(one_line(e))}"
         self.after_action()
 
     def _speed(self, event) -> None:
@@ -231,9 +239,14 @@ class ControlsView(View):
             self.play.value = self.state.running
 
     def _load(self, _event) -> None:
-        self.message.object = f"loading {self.trace.value} on {self.cluster.value}…"
-        self._guard(self.state.load, self.trace.value.strip() or "default", self.cluster.value,
-                    self.new_policy.value)
+        trace = self.trace.value.strip() or "default"
+        if names_a_file(trace) and not self.may_read_files:
+            self.message.object = ("**Not done:** loading a trace from a file on the server needs"
+                                   " the access token (the URL `workbench serve` printed with"
+                                   " `?token=…`); the built-in workloads load without it")
+            return
+        self.message.object = html.escape(f"loading {trace} on {self.cluster.value}…")
+        self._guard(self.state.load, trace, self.cluster.value, self.new_policy.value)
 
     def _read_contexts(self, choose: str | None = None, quiet: bool = False) -> None:
         """Fill the context picker from the kubeconfig file (its current context chosen)."""
@@ -246,7 +259,7 @@ class ControlsView(View):
         except ConfigError as e:
             self.context.options = []
             if not quiet:
-                self.message.object = f"**Not connected:** {e}"
+                self.message.object = f"**Not connected:** {html.escape(str(e))}"
             return
         self.context.options = names
         self.context.value = choose if choose in names else current
@@ -270,7 +283,7 @@ class ControlsView(View):
             if not context:
                 return  # _read_contexts said why
         where = f"{context} ({path})"
-        self.message.object = f"connecting to {where}…"
+        self.message.object = html.escape(f"connecting to {where}…")
         self.connect.disabled = True
         try:
             job = self.state.prepare_connect(path, context, self.namespace.value.strip(),
@@ -282,7 +295,7 @@ class ControlsView(View):
                 fresh.close()
                 raise
         except Exception as e:  # noqa: BLE001 - one clear line, the console carries on
-            self.message.object = f"**Not connected:** {one_line(e)}"
+            self.message.object = f"**Not connected:** {html.escape(one_line(e))}"
         finally:
             self.connect.disabled = not self.may_connect
         # After an await a served session no longer holds its document's lock, which changing

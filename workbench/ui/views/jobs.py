@@ -7,6 +7,7 @@ may sort by any column; the selection follows its job (`KeyedSelection`)."""
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -128,5 +129,7 @@ class JobsView(View):
 
     def _fill_why(self, name: str) -> None:
         # Computed from the cluster now: the engine's last word may be stale (see ui.waiting).
-        self.why_title.object = f"**{name}** now: {self.state.why_now(name)}"
+        # (names and reasons are text: a trace's job name is shown, not run)
+        why = html.escape(self.state.why_now(name))
+        self.why_title.object = f"**{html.escape(name)}** now: {why}"
         self.why.value = self.state.decisions_frame(last=50, job=name).drop(columns=["job"])
