@@ -919,3 +919,15 @@ def test_comm_captures_overlapping_on_two_threads_leave_print_working():
     back, a, b, printed = overlap(ThreadStandardOutput)
     assert back and printed == "from the cell\n"  # the stream put back; the cell's print in it
     assert a == ["from a"] and b == ["from b"]  # each handler's own lines
+
+
+def test_the_engines_charts_have_points_along_a_run_to_the_end(store):
+    """After Run to end, "jobs per priority queue over time" drew one straight line from
+    0.86 h to 22.7 h: the engine's view was sampled at each redraw only, and the run to the
+    end took a few redraws."""
+    store.advance(0.86 * 3600)
+    before = len(store.engine_history["jobs_per_queue"])
+    store.run_to_end(wait=True)
+    times = [t for t, _ in store.engine_history["jobs_per_queue"]][before:]
+    assert len(times) >= 10, times
+    assert sum(t < store.now / 2 for t in times) >= 5, times  # along the run, not at its end

@@ -267,6 +267,11 @@ class Controller:
         return t
 
     @property
+    def last_state(self) -> ClusterState | None:
+        """The cluster as the last round left it (None before the first)."""
+        return self._last_state
+
+    @property
     def last_round(self) -> float | None:
         """When the last round was (backend clock); None before the first."""
         return self._last_round
@@ -390,8 +395,9 @@ class Controller:
         return new
 
     def run(self, until: float | None = None, progress: Callable[[float], None] | None = None,
-            max_rounds: int | None = None) -> None:
-        """Run rounds until every job is done (or `until`, or `max_rounds`)."""
+            max_rounds: int | None = None, progress_every: int = 200) -> None:
+        """Run rounds until every job is done (or `until`, or `max_rounds`); `progress(now)`
+        every `progress_every` rounds and at the end."""
         n = 0
         while not self.backend.done():
             t = self._next_round_after_quiet_events(until)
@@ -412,7 +418,7 @@ class Controller:
                     not self._plan_acts_later():
                 self.end_stall()
                 break
-            if progress is not None and n % 200 == 0:
+            if progress is not None and n % progress_every == 0:
                 progress(self.backend.now)
             if max_rounds is not None and n >= max_rounds:
                 break

@@ -22,6 +22,8 @@ from ..control import Controller
 from ..errors import check_number
 from ..whatif import OneAtATime
 
+SAMPLE_EVERY = 20  # rounds between two calls of `_between_rounds` while many rounds run
+
 
 class SchedulerThread:
     """Runs `controller`'s rounds in a daemon thread while `keep_going()` is true; stops at
@@ -156,7 +158,9 @@ class RunControls(param.Parameterized):
             raise TypeError("only the simulator's clock can be moved; a real cluster runs on"
                             " its own (play/pause)")
         t0 = time.perf_counter()
-        self.controller.run(until=self.backend.now + seconds, max_rounds=max_rounds)
+        self.controller.run(until=self.backend.now + seconds, max_rounds=max_rounds,
+                            progress=self._between_rounds,
+                            progress_every=SAMPLE_EVERY)
         self.advance_seconds = time.perf_counter() - t0
         self._after_move()
 
@@ -169,7 +173,7 @@ class RunControls(param.Parameterized):
         if not self.simulated:
             raise TypeError("a real cluster has no end to run to")
         if wait:
-            self.controller.run()
+            self.controller.run(progress=self._between_rounds, progress_every=SAMPLE_EVERY)
             self._after_move()
         elif not self.finished:
             self.to_end = True
@@ -183,7 +187,8 @@ class RunControls(param.Parameterized):
         t0 = time.perf_counter()
         backend = self.backend
         while not backend.done() and (until is None or backend.now < until):
-            self.controller.run(until=until, max_rounds=20)
+            self.controller.run(until=until, max_rounds=20, progress=self._between_rounds,
+                            progress_every=SAMPLE_EVERY)
             if time.perf_counter() - t0 >= seconds:
                 break
         self.advance_seconds = time.perf_counter() - t0
@@ -255,3 +260,7 @@ class RunControls(param.Parameterized):
             self.running = False
             self.finished = True
         self.refresh()
+
+    def _between_rounds(self, _now: float) -> None:
+        """Called every few rounds while the simulator runs many at once (the store samples its
+        engine's view there)."""

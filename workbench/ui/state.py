@@ -412,6 +412,9 @@ class WorkbenchState(RunControls):
                           version=self.version + 1)
         self.refresh_seconds = time.perf_counter() - t0
 
+    def _between_rounds(self, _now: float) -> None:
+        self._engine.sample(self.controller.policy, self.controller.last_state)
+
     def _look(self) -> ClusterState:
         """The state to show. On a real cluster the scheduler thread's last observation while
         it runs (an observation of our own would hide changes from its next round); while it

@@ -73,9 +73,12 @@ class EngineHistory:
 
     def __init__(self) -> None:
         self.series: dict[str, list[tuple[float, Any]]] = {}
+        self.seconds = 0.0  # what the last view cost
+        self._taken_at = -math.inf  # (wall clock)
 
     def view(self, policy: Policy, now: float, state: ClusterState | None = None
              ) -> dict[str, Any]:
+        t0 = time.perf_counter()
         try:
             view = engine_view_of(policy, state)
         except Exception as e:  # noqa: BLE001 - a teaching view must never stop the console
@@ -87,7 +90,16 @@ class EngineHistory:
                 if not series or series[-1][0] != now:
                     series.append((now, point))
                     del series[:-ENGINE_HISTORY]
+        self._taken_at = time.perf_counter()
+        self.seconds = self._taken_at - t0
         return view
+
+    def sample(self, policy: Policy, state: ClusterState | None) -> None:
+        """A point of the history as rounds run between two redraws (Run to end crossed 22
+        simulated hours in a few redraws, and each chart drew one straight line over them),
+        unless the views would then cost more than a tenth of the run's wall time."""
+        if state is not None and time.perf_counter() - self._taken_at >= 10 * self.seconds:
+            self.view(policy, state.now, state)
 
 
 def numeric_point(value: Any) -> Any:
