@@ -404,3 +404,33 @@ def test_two_sweeps_into_one_table_at_once_lose_no_row(tmp_path):
     keys = set(pd.read_parquet(path)["key"])
     assert len(keys) == 300, f"{300 - len(keys)} rows lost"
     assert not os.path.exists(tmp_path / ".runs.parquet.parts")
+
+
+@pytest.mark.parametrize("flag", ["--csv", "--report"])
+def test_an_output_naming_the_table_is_refused_and_the_recorded_runs_kept(flag, tmp_path,
+                                                                          capsys):
+    # the CSV copy or the HTML report was written over the Parquet table, exit 0
+    out = tmp_path / "runs.parquet"
+    argv = ["sweep", "--engines", "fifo", "--workloads", "synthetic:n=3", "--seeds", "1",
+            "--serial", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    table = out.read_bytes()
+    capsys.readouterr()
+    assert main([*argv, flag, str(tmp_path / "sub" / ".." / "runs.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{flag} " in err and f"--out {out}" in err, err
+    assert out.read_bytes() == table and sorted(os.listdir(tmp_path)) == ["runs.parquet"]
+    with pytest.raises(ConfigError, match="report .* the same file as out"):
+        sweep(["fifo"], ["synthetic:n=3"], seeds=1, out=str(out), report=str(out), serial=True)
+    assert out.read_bytes() == table
+
+
+def test_an_output_naming_a_workloads_trace_is_refused_and_the_trace_kept(tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("name,time,application,num_replicas,batch_size\n"
+                     "cifar10-0,107,cifar10,2,2048\n")
+    assert main(["sweep", "--engines", "fifo", "--workloads", str(trace), "--serial",
+                 "--out", str(tmp_path / "runs.parquet"), "--csv", str(trace)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--csv {trace}: the same file as --workloads" in err, err
+    assert trace.read_text().startswith("name,time,") and os.listdir(tmp_path) == ["trace.csv"]

@@ -151,6 +151,20 @@ def test_serve_checks_every_option_before_serving():
         assert "Launching server" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.parametrize("args, words", [
+    (["--trace", "{w}", "--csv", "{w}"], ["--csv {w}: the same file as --trace {w}"]),
+    (["--trace", "pollux:{w}", "--out-json", "{d}/./w.csv"], ["--out-json", "--trace {w}"]),
+    (["--csv", "{d}/same.csv", "--decisions", "{d}/same.csv"], ["--decisions", "--csv"]),
+    (["--csv", "{d}/x", "--out-json", "{d}/x"], ["--out-json {d}/x: the same file as --csv"]),
+])
+def test_an_output_naming_the_trace_or_another_output_writes_nothing(tmp_path, args, words):
+    """Each wrote over the other (or over the trace it read), exit 0."""
+    w = workload(tmp_path, GOOD_ROW)
+    fill = [a.format(w=w, d=tmp_path) for a in args]
+    assert_one_line_error(run("simulate", *fill), *(x.format(w=w, d=tmp_path) for x in words))
+    assert os.listdir(tmp_path) == ["w.csv"] and Path(w).read_text() == HEADER + GOOD_ROW
+
+
 # ---- strict JSON -----------------------------------------------------------------------------
 
 def test_to_json_writes_null_for_nan_and_infinity():

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, Any
 
-from .errors import WorkbenchError
+from .errors import ConfigError, WorkbenchError
 
 
 def _fmt(value: Any) -> str:
@@ -111,6 +111,33 @@ def check_writable(path: str, flag: str) -> None:
         raise WorkbenchError(f"{flag} {path}: cannot write (no directory {folder})")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise WorkbenchError(f"{flag} {path}: cannot write (directory {folder} is read-only)")
+
+
+def check_separate(outputs: Iterable[tuple[str, str | None]],
+                   inputs: Iterable[tuple[str, str | None]] = ()) -> None:
+    """Raise a one-line error now, before any work, if two of `outputs` (option, path) name
+    one file, or one names a file of `inputs`: the later write would replace the other output,
+    or the data the run read (`--out runs.parquet --csv runs.parquet` lost every run)."""
+    given = [(flag, path, True) for flag, path in inputs if path]
+    for flag, path in ((f, p) for f, p in outputs if p):
+        for other_flag, other, is_input in given:
+            if _same_file(path, other):
+                raise ConfigError(
+                    f"{flag} {path}: the same file as {other_flag} {other}; "
+                    + ("an output may not replace an input" if is_input
+                       else "give each output a file of its own"))
+        given.append((flag, path, False))
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths `a` and `b` name one file: the same once resolved (`..`, symlinks), or
+    one file under two names (a hard link) when both exist."""
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either does not exist (yet)
+        return False
 
 
 @contextmanager

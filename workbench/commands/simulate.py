@@ -10,7 +10,7 @@ import time
 
 from ..clusters import PRESETS
 from ..errors import ConfigError, check_number
-from ..output import atomic_open, check_writable, emit, write_json
+from ..output import atomic_open, check_separate, check_writable, emit, write_json
 
 SUMMARY_COLUMNS = ["policy", "jobs", "completed", "rejected", "avg_jct_h", "median_jct_h",
                    "p95_jct_h", "makespan_h", "avg_queue_h", "deadline_hit_rate",
@@ -100,9 +100,15 @@ def check_workload_options(args) -> None:
         from ..sim.snapshot import MAX_RESTART_DELAY
         check_number("--restart-delay", args.restart_delay, minimum=0.0,
                      maximum=MAX_RESTART_DELAY)
-    for flag in ("csv", "out_json", "decisions"):
-        if getattr(args, flag, None):
-            check_writable(getattr(args, flag), "--" + flag.replace("_", "-"))
+    from ..traces.registry import trace_file
+
+    outputs = [("--" + flag.replace("_", "-"), getattr(args, flag, None))
+               for flag in ("csv", "out_json", "decisions")]
+    for flag, path in outputs:
+        if path:
+            check_writable(path, flag)
+    check_separate(outputs, [("--trace", trace_file(args.trace)),
+                             ("--from-snapshot", getattr(args, "from_snapshot", None))])
 
 
 def run_simulate(args) -> int:

@@ -41,6 +41,7 @@ def grid_values(args) -> dict:
 
 def run(args) -> int:
     from ..sweeps import make_grid, run_sweep
+    from ..sweeps.driver import check_files
     from ..sweeps.grid import describe
     from ..sweeps.summary import METRICS, check_metrics, rejection_notes, summarize, text_rows
 
@@ -50,6 +51,7 @@ def run(args) -> int:
         if path:
             check_writable(path, flag)
     grid = make_grid(grid_values(args), args.file or "")
+    check_files(grid, args.out, args.csv, args.report, args.file)
     progress = not args.no_progress and sys.stderr.isatty() and not args.json
     try:
         outcome = run_sweep(grid, out=args.out, csv=args.csv, serial=args.serial,

@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from .. import argtypes
 from ..errors import ConfigError
-from ..output import atomic_open, atomic_path, check_writable, emit
+from ..output import atomic_open, atomic_path, check_separate, check_writable, emit
 
 
 def _bar(enabled: bool):
@@ -55,6 +55,7 @@ def run_train_dl2(args) -> int:
     check_writable(out, "--out")  # before the training, not after it
     if args.curve:
         check_writable(args.curve, "--curve")
+    check_separate([("--out", out), ("--curve", args.curve)])
     show = _bar(sys.stderr.isatty() and not args.json or args.progress)
     started = time.perf_counter()
     net, curve = train_dl2(cfg, progress=show, setting=setting)

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from ..errors import ConfigError
-from ..output import check_writable
+from ..output import check_separate, check_writable
 from .executors import dask_rows, pool_rows, serial_rows
 from .grid import Grid, RunConfig, as_values, make_grid, read_grid_file
 from .progress import Progress
@@ -56,6 +56,18 @@ def check_executor(serial: bool, workers: Any, dask: Any) -> None:
         raise ConfigError(f"workers: expected a positive integer, got {workers!r}")
     if serial and dask is not None:
         raise ConfigError("serial, dask: give one (serial runs in this process, dask on Dask)")
+
+
+def check_files(grid: Grid, out: str | None, csv: str | None, report: str | None,
+                file: str | None = None, dashes: str = "--") -> None:
+    """Refuse, before any run, outputs naming one file or a file the sweep reads (a
+    workload's trace, the sweep file): the Parquet table of recorded runs was overwritten by
+    the CSV copy. `dashes` starts the names (`--out` for the CLI, `out` for `sweep()`)."""
+    from ..traces.registry import trace_file
+
+    check_separate([(f"{dashes}out", out), (f"{dashes}csv", csv), (f"{dashes}report", report)],
+                   [(f"{dashes}workloads", trace_file(w)) for w in grid.workloads
+                    if not w.startswith("scenario:")] + [("the sweep file", file)])
 
 
 def run_sweep(grid: Grid, *, out: str | None = None, csv: str | None = None,
@@ -116,6 +128,7 @@ def sweep(engines: Sequence[str] | str | None = None, workloads: Sequence[str] |
     if values.get("engines") is None:
         values.pop("engines")
     grid = make_grid(values, file or "")
+    check_files(grid, out, csv, report, file, dashes="")
     if report:  # before the runs, not after them
         check_writable(report, "report")
     outcome = run_sweep(grid, out=out, csv=csv, serial=serial, workers=workers, dask=dask,

@@ -74,16 +74,21 @@ def names_a_file(spec: str) -> bool:
     """Whether loading `spec` reads a file it names (a path), rather than a workload shipped
     with the package, a generated one or a pod list by name from the data folder: a served
     session without the access token may not have the server read its files."""
+    return trace_file(spec) is not None
+
+
+def trace_file(spec: str) -> str | None:
+    """The path of the file loading `spec` reads (see `names_a_file`), None if it names none."""
     kind, _, arg = str(spec).strip().partition(":")
     if kind in ("default", "synthetic"):
-        return False
-    if kind == "philly":
-        return bool(arg.strip())
+        return None
+    if kind in ("philly", "pollux"):
+        return arg if arg.strip() else None
     if kind == "openb":
         pods = [v.strip() for k, _, v in (item.partition("=") for item in arg.split(","))
                 if k.strip() == "pods"]
-        return any(os.sep in v or "/" in v or v.endswith(".csv") for v in pods)
-    return True
+        return next((v for v in pods if os.sep in v or "/" in v or v.endswith(".csv")), None)
+    return str(spec).strip()
 
 
 def _load(spec: str, seed: int) -> Jobs:
