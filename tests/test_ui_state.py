@@ -931,3 +931,33 @@ def test_the_engines_charts_have_points_along_a_run_to_the_end(store):
     times = [t for t, _ in store.engine_history["jobs_per_queue"]][before:]
     assert len(times) >= 10, times
     assert sum(t < store.now / 2 for t in times) >= 5, times  # along the run, not at its end
+
+
+def test_an_engine_tables_infinite_numbers_read_as_infinity_signs():
+    """QoS's job table showed "-Infinity" in "slack at plan (h)"."""
+    from workbench.ui.views.engines import _frame
+
+    df = _frame({"a": {"job": "a", "slack_at_plan": -math.inf, "score": math.inf},
+                 "b": {"job": "b", "slack_at_plan": 7200.0, "score": 0.123456}})
+    assert list(df.slack_at_plan_h) == ["−∞", 2.0] and list(df.score) == ["∞", 0.123]
+
+
+def test_the_engine_tab_says_an_engine_switched_to_has_not_scheduled_yet():
+    """Switched to qos while paused at 1.53 h, the Engine tab showed "time (h) 0" and no
+    forecasts beside 4 running jobs, with nothing saying why, until the next Step."""
+    from bokeh.document import Document
+
+    from workbench.ui.app import Workbench
+
+    wb = Workbench("default", "default", "tiresias", inline=False)
+    wb.layout.get_root(Document())
+    wb.state.advance(1.5 * 3600)
+    wb.sync(all_views=True)
+    assert "not scheduled" not in wb.engine.header.object
+    wb.state.switch_policy("qos")
+    wb.sync(all_views=True)
+    assert "qos has not scheduled a round yet" in wb.engine.header.object
+    wb.state.step()
+    wb.sync(all_views=True)
+    assert wb.engine.header.object.startswith("### Engine: qos")
+    assert "not scheduled" not in wb.engine.header.object

@@ -4,6 +4,8 @@ jobs, say when they were computed, warn of harm and refresh; what-ifs per sessio
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -666,3 +668,23 @@ def test_a_preview_changes_text_and_rows_not_the_layout():
         assert bool(sw.warning.object) == p.harmful == sw.confirm.visible
     sw.reset()
     assert not sw.tables.visible and sw.warning.object == "" and not sw.confirm.visible
+
+
+@pytest.mark.parametrize("engines, hours, said", [
+    ([], 0.0, "choose at least one engine"),  # it ran all 13, unasked
+    (["fifo"], None, "horizon: hours ahead"),  # an emptied field
+    (["fifo"], math.nan, "horizon: hours ahead"),
+    (["fifo"], -5.0, "horizon: hours ahead"),  # ran to the end, silently
+    (["fifo"], 1e9, "horizon: hours ahead"),  # "ran to 1000000000.70 h"
+])
+def test_the_what_if_tab_refuses_no_engine_and_a_horizon_it_cannot_use(engines, hours, said):
+    import asyncio
+
+    from workbench.ui.views.whatif import WhatIfView
+
+    store = WorkbenchState.from_workload("default", "small", "fifo")
+    view = WhatIfView(store, may_run=lambda: True)
+    view.engines.value = engines
+    view.horizon.value = hours  # (the page clamps to 0..MAX_HORIZON_H; a browser may send any)
+    asyncio.run(view._run(None))
+    assert view.result is None and said in view.status.object, view.status.object

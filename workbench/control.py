@@ -267,6 +267,12 @@ class Controller:
         return t
 
     @property
+    def engine_has_scheduled(self) -> bool:
+        """The engine in charge has run a round since it took over (a switch lands at once;
+        the new engine decides, and its view fills in, at the next round)."""
+        return not self._taking_over
+
+    @property
     def last_state(self) -> ClusterState | None:
         """The cluster as the last round left it (None before the first)."""
         return self._last_state

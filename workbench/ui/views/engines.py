@@ -395,8 +395,11 @@ def _in_hours(name: str, col: pd.Series, origin: float) -> pd.Series | None:
 
 
 def _round(x: Any) -> Any:
-    if isinstance(x, (float, np.floating)) and math.isfinite(x):
-        return float(f"{x:.3g}")
+    if isinstance(x, (float, np.floating)):
+        if math.isfinite(x):
+            return float(f"{x:.3g}")
+        if math.isinf(x):  # (the page wrote "-Infinity": a job's slack at a size that never ends)
+            return "∞" if x > 0 else "−∞"
     return x
 
 
@@ -423,7 +426,7 @@ class EngineView(View):
         self.body = pn.Column(sizing_mode="stretch_width")
         self.blocks: dict[str, _Block] = {}
         self._signature: tuple | None = None
-        self._policy = ""
+        self._policy = ("", False)  # (engine shown, before its first round)
         self.panel = pn.Column(self.header, self.facts, self.body, sizing_mode="stretch_width",
                                name="Engine")
         self.sync()
@@ -436,10 +439,15 @@ class EngineView(View):
             if isinstance(view.get(key), (list, tuple, np.ndarray)):
                 view.pop(key)
         name = self.state.engine_name
-        if name != self._policy:  # another engine: its own blocks, none kept from the last
-            self._policy = name
-            self.header.object = f"### Engine: {name}\n{self.state.engine_about}"
-            self.blocks, self._signature = {}, None
+        waits = not self.state.controller.engine_has_scheduled
+        if (name, waits) != self._policy:
+            if name != self._policy[0]:  # another engine: its own blocks, none kept from the last
+                self.blocks, self._signature = {}, None
+            self._policy = (name, waits)
+            # (switched while paused: the values below are the engine's before any round)
+            first = f"\n\n*{name} has not scheduled a round yet: its view fills in at the next" \
+                " one.*" if waits else ""
+            self.header.object = f"### Engine: {name}\n{self.state.engine_about}{first}"
         kinds = {k: _kind_of(k, v) for k, v in view.items()}
         origin = self.state.time_origin
         facts = [_fact_row(k, v, origin) for k, v in view.items() if kinds[k] == "fact"]

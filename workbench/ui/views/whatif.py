@@ -27,6 +27,7 @@ from ._charts import html_legend, jct_cdf, wrapping_row
 from ._panes import HTML, Markdown
 from ._tables import csv_download, table
 
+MAX_HORIZON_H = 100_000  # hours a what-if may look ahead (11 years: the Philly trace spans 2,600 h)
 LEGEND_WIDTH = 240  # px: "kube-default: 160/160 done, 12 rejected" on one line; longer wraps
 RESULT_TITLES = {"jobs": "jobs", "avg_jct_h": "avg JCT (h)", "median_jct_h": "median JCT (h)",
                  "p95_jct_h": "p95 JCT (h)", "makespan_h": "makespan (h)",
@@ -104,8 +105,10 @@ class WhatIfView:
         self.engines = pn.widgets.MultiChoice(label="engines", options=available(),
                                               value=available(), max_width=420,
                                               sizing_mode="stretch_width")
+        # bounded: the browser clamps what is typed (1e20 raised inside Panel and left the
+        # field showing a value the what-if did not use)
         self.horizon = pn.widgets.FloatInput(label="horizon (h, 0 = to the end)", value=0.0,
-                                             start=0.0, step=1.0, width=180)
+                                             start=0.0, end=MAX_HORIZON_H, step=1.0, width=180)
         self.run_button = pn.widgets.Button(label="Fork and run every engine", color="primary",
                                             width=240)
         self.run_button.on_click(self._run)
@@ -207,8 +210,15 @@ class WhatIfView:
             self.status.object = ("**Not done:** a read-only session cannot run a what-if"
                                   " (that needs the access token).")
             return
-        names = list(self.engines.value) or available()
-        until = self.state.now + self.horizon.value * 3600 if self.horizon.value else None
+        names, hours = list(self.engines.value), self.horizon.value
+        if not names:  # (it ran all 13, unasked)
+            self.status.object = "**Not done:** choose at least one engine to run."
+            return
+        if hours is None or not 0 <= hours <= MAX_HORIZON_H:  # empty, NaN, negative, inf
+            self.status.object = (f"**Not done:** horizon: hours ahead, 0 to {MAX_HORIZON_H:,}"
+                                  " (0 runs to the end).")
+            return
+        until = self.state.now + hours * 3600 if hours else None
         self.run_button.disabled = True
         self.stop_button.disabled = False
         run = self._running = _Running(f"{self.state.hours(self.state.now):.2f} h", names, [],
