@@ -127,6 +127,9 @@ def test_a_killed_worker_loses_and_duplicates_nothing(where, serial_table, tmp_p
                                        " one seed alone is a range (0-0) or a list")),
     ("engines: [fifo]\nworkloads: [nosuch]\n", "workloads: 'nosuch': unknown trace"),
     ("engines: [fifo]\nclusters: [9z]\n", "clusters:"),
+    # 99,999,999 GPUs a node was accepted, and each run killed for its memory
+    ("engines: [fifo]\nclusters: [16x99999999]\n",
+     "clusters: 16x99999999: expected 0 to 1,024 GPUs per node"),
     # YAML reads an unquoted 0x4 as the number 4: the line says to quote it
     ("engines: [fifo]\nclusters: [0x4]\n", "clusters: expected names, got 4; quote it in a YAML"),
     ("engines: [fifo]\nengine: fifo\n", "unknown key 'engine'"),

@@ -62,6 +62,11 @@ def workload(tmp_path: Path, rows: str, name: str = "w.csv") -> str:
     (["--nodes", "0"], ["--nodes", "0"]),
     (["--gpus-per-node", "0"], ["--gpus-per-node"]),
     (["--cluster", "16x0"], ["--cluster 16x0", "1 GPU"]),
+    # a numpy _ArrayMemoryError traceback or the OOM killer; the option typed is named
+    (["--cluster", "16x99999999"], ["--cluster 16x99999999: expected 0 to 1,024 GPUs per"]),
+    (["--cluster", "99999999x8"], ["--cluster 99999999x8: expected 1 to 100,000 nodes"]),
+    (["--cluster", "2000x1000"], ["--cluster 2000x1000", "at most 1,000,000 GPUs in all"]),
+    (["--gpus-per-node", "5000"], ["--gpus-per-node: expected 0 to 1,024", "5000"]),
     (["--restart-delay", "-1"], ["--restart-delay", "-1"]),
     (["--restart-delay", "nan"], ["--restart-delay", "nan"]),
     (["--restart-delay", "inf"], ["--restart-delay", "inf"]),
@@ -144,6 +149,7 @@ def test_serve_checks_every_option_before_serving():
                         (["--speed", "-5"], ["--speed", "-5"]),
                         (["--speed", "nan"], ["--speed"]),
                         (["--cluster", "16x0"], ["--cluster 16x0"]),
+                        (["--cluster", "16x99999999"], ["--cluster 16x99999999"]),
                         (["--seed", "-2"], ["--seed"]),
                         (["--trace", "/nonexistent/w.csv"], ["/nonexistent/w.csv"])):
         proc = run("serve", "--no-browser", "--port", "1", *args, timeout=60)

@@ -8,6 +8,10 @@ from .errors import ConfigError
 from .model import Node
 
 MAX_NODES = 100_000  # a bound on what a typo can allocate
+# Real nodes hold 8-16 GPUs (an NVL72 rack taken as one node, 72); more is a typo, and the
+# simulator keeps per-GPU state (16x99999999 was killed for its memory).
+MAX_GPUS_PER_NODE = 1_024
+MAX_GPUS = 1_000_000  # in all: 100,000 nodes of 8 fit; 10 million took 0.7 GB and 5 s to start
 
 # name -> (nodes, GPUs per node, CPUs, memory GiB, GPU model, nodes per rack, why)
 PRESETS: dict[str, tuple[int, int, int, int, str, int, str]] = {
@@ -21,11 +25,19 @@ PRESETS: dict[str, tuple[int, int, int, int, str, int, str]] = {
 
 
 def make_cluster(nodes: int, gpus_per_node: int = 4, cpus: float = 48, mem: float = 192,
-                 gpu_model: str = "T4", nodes_per_rack: int = 4, prefix: str = "node") -> list[Node]:
+                 gpu_model: str = "T4", nodes_per_rack: int = 4, prefix: str = "node",
+                 flags: tuple[str, str] = ("--nodes", "--gpus-per-node")) -> list[Node]:
+    """`nodes` nodes of `gpus_per_node` GPUs; `flags` name the options that gave the two
+    counts in an error."""
+    nodes_flag, gpus_flag = flags
     if not 1 <= nodes <= MAX_NODES:
-        raise ConfigError(f"--nodes: expected 1 to {MAX_NODES:,} nodes, got {nodes}")
-    if gpus_per_node < 0:
-        raise ConfigError(f"--gpus-per-node: expected >= 0, got {gpus_per_node}")
+        raise ConfigError(f"{nodes_flag}: expected 1 to {MAX_NODES:,} nodes, got {nodes}")
+    if not 0 <= gpus_per_node <= MAX_GPUS_PER_NODE:
+        raise ConfigError(f"{gpus_flag}: expected 0 to {MAX_GPUS_PER_NODE:,} GPUs per node,"
+                          f" got {gpus_per_node}")
+    if nodes * gpus_per_node > MAX_GPUS:
+        raise ConfigError(f"{', '.join(dict.fromkeys(flags))}: expected at most {MAX_GPUS:,}"
+                          f" GPUs in all, got {nodes:,} nodes x {gpus_per_node:,}")
     width = max(2, len(str(nodes - 1)))
     return [Node(f"{prefix}-{i:0{width}d}", float(cpus), float(mem), int(gpus_per_node), gpu_model,
                  f"rack-{i // max(nodes_per_rack, 1)}") for i in range(nodes)]
@@ -62,7 +74,10 @@ def parse_cluster(spec: str | None, nodes: int | None = None, gpus_per_node: int
                               f" got {spec!r}")
         n, g, c, m, model, per_rack, _ = PRESETS[spec]
     return make_cluster(n if nodes is None else nodes, g if gpus_per_node is None else gpus_per_node,
-                        c, m, model, per_rack)
+                        c, m, model, per_rack,
+                        flags=("--nodes" if nodes is not None else f"--cluster {spec}",
+                               "--gpus-per-node" if gpus_per_node is not None
+                               else f"--cluster {spec}"))
 
 
 def openb_nodes(count: int | str | None = None) -> list[Node]:

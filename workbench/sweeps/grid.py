@@ -274,7 +274,7 @@ def _check_inputs(grid: Grid) -> None:
         try:
             parse_cluster(cluster)
         except WorkbenchError as e:
-            raise ConfigError(f"clusters: {str(e).removeprefix('--cluster: ')}") from None
+            raise ConfigError(f"clusters: {str(e).removeprefix('--cluster: ').removeprefix('--cluster ')}") from None
 
 
 def describe(grid: Grid) -> str:
