@@ -114,6 +114,8 @@ def test_train_refuses_bad_numbers_in_one_line(argv, message, capsys):
     (["train", "dl2", "--quick", "--seed", "-1"], "--seed", "a non-negative integer, got '-1'"),
     (["bench", "sim", "--seed", "-1"], "--seed", "a non-negative integer, got '-1'"),
     (["bench", "sim", "--limit", "0"], "--limit", "a positive integer, got '0'"),  # ran it all
+    (["openb", "--first-seed", "-1"], "--first-seed", "a non-negative integer, got '-1'"),
+    (["openb", "--seeds", "0"], "--seeds", "a positive integer, got '0'"),
 ])
 def test_a_bad_number_is_refused_by_the_parser_in_one_line(argv, option, expected, capsys):
     with pytest.raises(SystemExit) as e:
@@ -121,6 +123,15 @@ def test_a_bad_number_is_refused_by_the_parser_in_one_line(argv, option, expecte
     err = capsys.readouterr().err.strip()
     assert e.value.code == 2 and "\n" not in err
     assert f"argument {option}: expected {expected}" in err
+
+
+def test_schedule_refuses_an_unknown_log_level_in_one_line(capsys):
+    # logging's ValueError traceback
+    with pytest.raises(SystemExit) as e:
+        main(["schedule", "--log-level", "nosuch", "--kubeconfig", "/nonexistent"])
+    err = capsys.readouterr().err.strip()
+    assert e.value.code == 2 and "\n" not in err
+    assert "argument --log-level: invalid choice: 'NOSUCH'" in err
 
 
 def test_a_reader_that_leaves_early_gets_no_traceback():

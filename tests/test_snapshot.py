@@ -198,6 +198,15 @@ def test_not_json_and_missing_file(tmp_path):
         Snapshot.load(tmp_path / "missing.json")
 
 
+def test_a_file_not_utf8_is_one_line(tmp_path, capsys):
+    # a UnicodeDecodeError traceback from `simulate --from-snapshot`
+    (tmp_path / "binary.csv").write_bytes(b"\xff\xfe\x00bad\x80")
+    assert main(["simulate", "--from-snapshot", str(tmp_path / "binary.csv")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"workbench: error: {tmp_path / 'binary.csv'}: not UTF-8 text, expected a" \
+                  " snapshot's JSON\n"
+
+
 def test_simulate_from_snapshot_cli(busy, tmp_path, capsys):
     path = tmp_path / "cluster.json"
     busy.backend.snapshot("fifo").save(path)

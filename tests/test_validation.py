@@ -171,6 +171,22 @@ def test_an_output_naming_the_trace_or_another_output_writes_nothing(tmp_path, a
     assert os.listdir(tmp_path) == ["w.csv"] and Path(w).read_text() == HEADER + GOOD_ROW
 
 
+def test_serve_refuses_a_port_in_use_or_an_address_not_here():
+    """The URLs were printed (leading to whatever held the port), then a tornado traceback."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        for args, words in ((["--port", str(port)], [f"--port {port}: already in use"]),
+                            (["--address", "999.1.1.1"], ["--address 999.1.1.1: not a"]),
+                            (["--address", "nosuchhost.invalid"], ["--address nosuchhost."])):
+            proc = run("serve", "--no-browser", "--port", str(port), *args, timeout=60)
+            assert_one_line_error(proc, *words)
+            assert "token=" not in proc.stdout
+
+
 # ---- strict JSON -----------------------------------------------------------------------------
 
 def test_to_json_writes_null_for_nan_and_infinity():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from .. import argtypes
 from ..errors import ConfigError
 
 
@@ -33,8 +34,10 @@ def register(subparsers) -> None:
     parser.add_argument("--plugins", default=",".join(PLACEMENT_PLUGINS),
                         help=f"placement plugins, comma-separated (default all: "
                              f"{','.join(PLACEMENT_PLUGINS)})")
-    parser.add_argument("--seeds", type=int, default=1, help="number of seeds (default 1)")
-    parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument("--seeds", type=argtypes.count, default=1,
+                        help="number of seeds (default 1)")
+    parser.add_argument("--first-seed", type=argtypes.seed, default=0,
+                        help="first seed (default 0)")
     parser.add_argument("--load", type=float, default=1.3,
                         help="stop when requested GPUs reach this share of capacity (1.3)")
     parser.add_argument("--coverage", type=float, default=None,

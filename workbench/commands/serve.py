@@ -51,6 +51,29 @@ def session_locked(*, token: str | None, given_ok: bool, shared: bool, simulated
     return (shared or not simulated) and not given_ok
 
 
+def check_listen(address: str, port: int) -> None:
+    """One line now, before the URLs are printed, if the server could not listen on
+    `address`:`port` (a traceback came after URLs that led to whatever held the port): bind
+    as the server will (tornado's `bind_sockets`) and let go at once."""
+    import errno
+
+    from tornado.netutil import bind_sockets
+
+    try:
+        for listening in bind_sockets(port, address):
+            listening.close()
+    except (socket.gaierror, UnicodeError):  # 999.1.1.1, nosuchhost.invalid, a 300-char name
+        raise ConfigError(f"--address {address}: not a name or address of this machine"
+                          ) from None
+    except OSError as e:
+        if e.errno == errno.EADDRINUSE:
+            raise ConfigError(f"--port {port}: already in use on {address}") from None
+        if e.errno == errno.EADDRNOTAVAIL:
+            raise ConfigError(f"--address {address}: not an address of this machine") from None
+        raise ConfigError(f"--address {address} --port {port}: cannot listen ({e.strerror})"
+                          ) from None
+
+
 def run_serve(args) -> int:
     import panel as pn
 
@@ -89,6 +112,7 @@ def run_serve(args) -> int:
                                                 nodes=nodes, speed=args.speed)
 
         shared_state = make_state() if args.shared else None
+    check_listen(args.address, args.port)  # after the other options: their errors come first
     if shared_state is not None and args.run:
         shared_state.play()  # on a real cluster this starts the scheduler thread
 

@@ -159,9 +159,11 @@ class Snapshot:
         """The snapshot in file `path`; `InputError` naming the file and field if it is not one."""
         p = Path(path)
         try:
-            text = p.read_text()
+            text = p.read_text(encoding="utf-8")
         except OSError as e:
             raise InputError(f"cannot read it ({e.strerror})", file=str(p)) from None
+        except UnicodeDecodeError:
+            raise InputError("not UTF-8 text, expected a snapshot's JSON", file=str(p)) from None
         try:
             data = json.loads(text)
         except ValueError as e:
