@@ -85,6 +85,11 @@ def workload(tmp_path: Path, rows: str, name: str = "w.csv") -> str:
     (["--trace", "synthetic:n=3,rate=1e-300"], ["synthetic", "1e-300 jobs/s", "raise the rate"]),
     # numpy's refusal of a negative seed was a traceback
     (["--trace", "synthetic:n=5,seed=-1"], ["synthetic option seed='-1'", "non-negative"]),
+    # every job got a deadline and all were reported missed (deadline_hit_rate 0.0)
+    (["--trace", "synthetic:n=5,deadline=inf"], [("synthetic option deadline='inf': expected a"
+                                                   " finite number")]),
+    (["--trace", "synthetic:n=5,deadline=1-inf"], ["synthetic option deadline='1-inf'", "finite"]),
+    (["--trace", "synthetic:n=2.5"], ["synthetic option n='2.5': expected a whole number"]),
 ])
 def test_bad_option_is_one_line(args, words):
     assert_one_line_error(run("simulate", "--limit", "5", *args), *words)

@@ -17,6 +17,7 @@ Forms:
 
 from __future__ import annotations
 
+import math
 import os
 from importlib import resources
 
@@ -147,15 +148,16 @@ def _synthetic_options(arg: str, seed: int) -> dict:
             if key == "n":
                 options["n_jobs"] = int(value)
             elif key == "rate":
-                options["arrival_rate"] = float(value)
+                options["arrival_rate"] = _finite(key, value)
             elif key == "deadline":
                 if value.lower() == "none":
                     options["deadline_factor"] = None
                 elif "-" in value[1:]:  # a range LOW-HIGH (a leading '-' is a sign)
                     cut = value.index("-", 1)
-                    options["deadline_factor"] = (float(value[:cut]), float(value[cut + 1:]))
+                    options["deadline_factor"] = (_finite(key, value, value[:cut]),
+                                                  _finite(key, value, value[cut + 1:]))
                 else:
-                    options["deadline_factor"] = float(value)
+                    options["deadline_factor"] = _finite(key, value)
             elif key == "max_workers":
                 options["max_workers"] = int(value)
             elif key == "ps":
@@ -172,5 +174,15 @@ def _synthetic_options(arg: str, seed: int) -> dict:
                 raise ConfigError(f"synthetic option {key!r}: expected one of n, rate, deadline,"
                                   " max_workers, ps, apps, seed")
         except ValueError:
-            raise ConfigError(f"synthetic option {key}={value!r}: expected a number") from None
+            kind = "a whole number" if key in ("n", "max_workers", "seed") else "a number"
+            raise ConfigError(f"synthetic option {key}={value!r}: expected {kind}") from None
     return options
+
+
+def _finite(key: str, value: str, part: str | None = None) -> float:
+    """`value` (or its `part`) as a finite number: deadline=inf gave every job a deadline, and
+    all were reported missed."""
+    number = float(value if part is None else part)
+    if not math.isfinite(number):
+        raise ConfigError(f"synthetic option {key}={value!r}: expected a finite number")
+    return number
