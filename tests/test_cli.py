@@ -57,6 +57,8 @@ def test_faults_change_the_outcome(capsys):
     (["simulate", "--cluster", "huge"], "--cluster"),
     (["simulate", "--fault", "node-99@10"], "no node 'node-99'"),
     (["simulate", "--limit", "0"], "--limit"),
+    # a Deployment running an engine that does not exist, exit 0
+    (["k8s", "manifests", "--policy", "nosuch"], "--policy: unknown engine 'nosuch'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     assert main(argv) == 2
@@ -116,6 +118,8 @@ def test_train_refuses_bad_numbers_in_one_line(argv, message, capsys):
     (["bench", "sim", "--limit", "0"], "--limit", "a positive integer, got '0'"),  # ran it all
     (["openb", "--first-seed", "-1"], "--first-seed", "a non-negative integer, got '-1'"),
     (["openb", "--seeds", "0"], "--seeds", "a positive integer, got '0'"),
+    (["k8s", "submit", "default", "--dry-run", "--time-scale", "nan"], "--time-scale",
+     "a positive number, got 'nan'"),  # 0 and -1 were refused, NaN taken
 ])
 def test_a_bad_number_is_refused_by_the_parser_in_one_line(argv, option, expected, capsys):
     with pytest.raises(SystemExit) as e:

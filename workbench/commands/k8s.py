@@ -47,7 +47,7 @@ def register(subparsers) -> None:
                    help="keep the trace's arrival gaps: each job's `arrival` annotation is now +"
                         " its offset in the trace (divided by --time-scale); the scheduler"
                         " considers it from then on. Default: every job arrives now")
-    s.add_argument("--time-scale", type=float, default=1.0,
+    s.add_argument("--time-scale", type=argtypes.positive, default=1.0,
                    help="with --replay: divide arrival gaps and deadlines by this")
     s.add_argument("--dry-run", action="store_true", help="print the Jobs, create nothing")
     s.add_argument("--json", action="store_true")
@@ -58,7 +58,9 @@ def _manifests(args) -> int:
     import json
 
     from ..k8s.manifests import scheduler_manifests, to_yaml
+    from ..policies import check_engine
 
+    check_engine(args.policy, "--policy")  # a Deployment of an unknown engine crash-loops
     if not 0 < args.metrics_port < 65536:
         raise ConfigError(f"--metrics-port: expected 1..65535, got {args.metrics_port}")
     objects = scheduler_manifests(args.namespace, image=args.image, policy=args.policy,
@@ -75,8 +77,6 @@ def _submit(args) -> int:
     from ..k8s.manifests import DEFAULT_IMAGE, k8s_name, training_jobs
     from ..traces import load_trace
 
-    if args.time_scale <= 0:
-        raise ConfigError(f"--time-scale: expected > 0, got {args.time_scale}")
     jobs = sorted(load_trace(args.trace, seed=args.seed), key=lambda j: (j.arrival, j.name))
     if args.limit is not None:
         if args.limit < 1:
