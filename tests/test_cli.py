@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -129,13 +130,26 @@ def test_a_bad_number_is_refused_by_the_parser_in_one_line(argv, option, expecte
     assert f"argument {option}: expected {expected}" in err
 
 
-def test_schedule_refuses_an_unknown_log_level_in_one_line(capsys):
+@pytest.mark.parametrize("argv, message", [
     # logging's ValueError traceback
-    with pytest.raises(SystemExit) as e:
-        main(["schedule", "--log-level", "nosuch", "--kubeconfig", "/nonexistent"])
+    (["schedule", "--log-level", "nosuch"], "argument --log-level: invalid choice: 'NOSUCH'"),
+    # the rest were taken, then a dead API server retried for good
+    (["schedule", "--metrics-port", "-1"], "--metrics-port: expected 0 (none) to 65535, got -1"),
+    (["schedule", "--metrics-port", "99999"], "--metrics-port: expected 0 (none) to 65535"),
+    (["schedule", "--speed", "nan"], "argument --speed: expected a positive number, got 'nan'"),
+    (["schedule", "--round-interval", "nan"], "argument --round-interval: expected a positive"),
+    (["snapshot", "-o", "{tmp}/s.json", "--engine", "nosuch"], "--engine: unknown engine"),
+])
+def test_cluster_commands_check_options_before_connecting(argv, message, tmp_path, capsys):
+    # no kubeconfig: an option checked only once connected is reported as that instead
+    argv = [a.format(tmp=tmp_path) for a in argv] + ["--kubeconfig", str(tmp_path / "none")]
+    try:
+        code = main(argv)
+    except SystemExit as e:  # refused by the parser
+        code = e.code
     err = capsys.readouterr().err.strip()
-    assert e.value.code == 2 and "\n" not in err
-    assert "argument --log-level: invalid choice: 'NOSUCH'" in err
+    assert code == 2 and "\n" not in err and message in err, err
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_reader_that_leaves_early_gets_no_traceback():

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import signal
 
+from .. import argtypes
 from ..errors import ConfigError
 from ..k8s.leader import LEASE_DURATION, RENEW_DEADLINE, RETRY_PERIOD
 
@@ -38,10 +39,10 @@ def register(subparsers) -> None:
     p.add_argument("--metrics-port", type=int, default=9090,
                    help="port of /metrics, /healthz and /policy (0: none; default 9090)")
     p.add_argument("--metrics-address", default="0.0.0.0")
-    p.add_argument("--round-interval", type=float, default=None,
+    p.add_argument("--round-interval", type=argtypes.positive, default=None,
                    help="seconds between periodic rounds (default: the engine's); a round also"
                         " runs as soon as a pod arrives or ends")
-    p.add_argument("--speed", type=float, default=None,
+    p.add_argument("--speed", type=argtypes.positive, default=None,
                    help="clock speed-up (default: the speed the emulated nodes say, else 1)")
     p.add_argument("--threads", type=int, default=16, help="concurrent API writes (default 16)")
     p.add_argument("--no-events", action="store_true", help="post no Events explaining decisions")
@@ -85,8 +86,9 @@ def run_schedule(args) -> int:
 
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.speed is not None and args.speed <= 0:
-        raise ConfigError(f"--speed: expected > 0, got {args.speed}")
+    # checked before connecting: a dead API server is retried for good
+    if not 0 <= args.metrics_port < 65536:
+        raise ConfigError(f"--metrics-port: expected 0 (none) to 65535, got {args.metrics_port}")
     if args.threads < 1:
         raise ConfigError(f"--threads: expected >= 1, got {args.threads}")
     policy = make_policy_for(args.policy, args.round_interval)

@@ -40,6 +40,10 @@ def run_snapshot(args) -> int:
     check_number("--restart-delay", args.restart_delay, minimum=0.0, maximum=MAX_RESTART_DELAY)
     check_number("--speed", args.speed, minimum=1e-9)
     check_writable(args.output, "--output")
+    if args.engine:  # before connecting, which a dead API server retries for good
+        from ..policies import check_engine
+
+        check_engine(args.engine, "--engine")
     with K8sBackend(kubeconfig=args.kubeconfig, context=args.context, namespace=args.namespace,
                     speed=args.speed, serve=True, restart_delay=args.restart_delay) as backend:
         snapshot = backend.snapshot(args.engine)
