@@ -100,10 +100,16 @@ def _switch_and_check(p: Page, engine: str, screenshots) -> None:
     p.page.wait_for_selector(f"text=/If you switch \\S+ → {re.escape(engine)} now/",
                              timeout=60_000)
     harm = p.page.locator(".confirm-harm input[type=checkbox]")
-    if harm.is_visible():
-        harm.check()
     apply = p.page.get_by_role("button", name="Apply switch", exact=True)
-    p.wait_for(apply.is_enabled, what=f"Apply enabled for {engine}")
+
+    def ready() -> bool:
+        # the harm's checkbox may show after the preview's text (it did on a loaded machine,
+        # and Apply waited for a tick never given)
+        if harm.is_visible() and not harm.is_checked():
+            harm.check()
+        return apply.is_enabled()
+
+    p.wait_for(ready, what=f"Apply enabled for {engine}")
     apply.click()
     now = p.page.locator("text=Engine now").first
     p.wait_for(lambda: engine in now.inner_text(), what=f"the switch to {engine}")

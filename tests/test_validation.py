@@ -186,7 +186,8 @@ def test_serve_refuses_a_port_in_use_or_an_address_not_here():
         port = held.getsockname()[1]
         for args, words in ((["--port", str(port)], [f"--port {port}: already in use"]),
                             (["--address", "999.1.1.1"], ["--address 999.1.1.1: not a"]),
-                            (["--address", "nosuchhost.invalid"], ["--address nosuchhost."])):
+                            (["--address", "nosuchhost.invalid"], ["--address nosuchhost."]),
+                            (["--address", ""], ["--address: expected an interface"])):
             proc = run("serve", "--no-browser", "--port", str(port), *args, timeout=60)
             assert_one_line_error(proc, *words)
             assert "token=" not in proc.stdout

@@ -88,6 +88,8 @@ def run_serve(args) -> int:
     check_workload_options(args)
     low, high = WorkbenchState.param.speed.bounds
     check_number("--speed", args.speed, minimum=low, maximum=high)
+    if not args.address.strip():  # (tornado reads "" as every interface; the URLs said "http://:P/")
+        raise ConfigError("--address: expected an interface, e.g. 127.0.0.1 or 0.0.0.0, got ''")
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port: expected 1-65535, got {args.port}")
     real = args.kubeconfig is not None or args.kubernetes
@@ -105,7 +107,8 @@ def run_serve(args) -> int:
         jobs = load_jobs(args.trace, seed=args.seed, limit=args.limit)
         cluster = cluster_for(args.trace, args.cluster)
         nodes = load_nodes(args.trace, cluster)
-        what = f"{len(jobs)} jobs ({args.trace}) on {len(nodes)} nodes ({cluster})"
+        what = (f"{len(jobs)} job{'s' * (len(jobs) != 1)} ({args.trace}) on {len(nodes)}"
+                f" node{'s' * (len(nodes) != 1)} ({cluster})")
 
         def make_state() -> WorkbenchState:
             return WorkbenchState.from_workload(args.trace, cluster, args.policy, jobs=jobs,
@@ -142,7 +145,7 @@ def run_serve(args) -> int:
         print(f"  read-only: {base}")
     else:
         print(f"  open: {base}")
-        print(f"  operator (may connect to Kubernetes from the controls): {base}?token={token}")
+        print(f"  operator (may load trace files and connect to Kubernetes from the controls): {base}?token={token}")
     sys.stdout.flush()
     pn.serve(session, port=args.port, address=args.address, show=not args.no_browser,
              title=TITLE, websocket_origin=origins, prefix=prefix, start=True,
