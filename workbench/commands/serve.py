@@ -145,7 +145,8 @@ def run_serve(args) -> int:
         print(f"  read-only: {base}")
     else:
         print(f"  open: {base}")
-        print(f"  operator (may load trace files and connect to Kubernetes from the controls): {base}?token={token}")
+        print("  operator (may load trace files and connect to Kubernetes from the controls):"
+              f" {base}?token={token}")
     sys.stdout.flush()
     pn.serve(session, port=args.port, address=args.address, show=not args.no_browser,
              title=TITLE, websocket_origin=origins, prefix=prefix, start=True,
