@@ -66,6 +66,7 @@ def workload(tmp_path: Path, rows: str, name: str = "w.csv") -> str:
     (["--cluster", "16x99999999"], ["--cluster 16x99999999: expected 0 to 1,024 GPUs per"]),
     (["--cluster", "99999999x8"], ["--cluster 99999999x8: expected 1 to 100,000 nodes"]),
     (["--cluster", "2000x1000"], ["--cluster 2000x1000", "at most 1,000,000 GPUs in all"]),
+    (["--cluster", "16x" + "9" * 5000], ["--cluster 16x999", "too large"]),  # int()'s limit
     (["--gpus-per-node", "5000"], ["--gpus-per-node: expected 0 to 1,024", "5000"]),
     (["--restart-delay", "-1"], ["--restart-delay", "-1"]),
     (["--restart-delay", "nan"], ["--restart-delay", "nan"]),
