@@ -122,7 +122,7 @@ class ClusterView(View):
             self.job = name
             self._drill_to_job()
         else:
-            self.info.object = f"No node or job named **{html.escape(name)}**."
+            self.info.object = f"No node or job named **{html.escape(name, quote=False)}**."
         if self.find.value != name:
             self.find.value = name
         self._seen = -1
@@ -176,7 +176,7 @@ class ClusterView(View):
 
 
 def _job_text(job: str, cells: list[int], state: WorkbenchState) -> str:
-    job_name = html.escape(job)
+    job_name = html.escape(job, quote=False)
     if not cells:
         status = state.known_job(job)
         what = status.state.value if status is not None else "gone"

@@ -214,7 +214,7 @@ class ControlsView(View):
             action(*args, **kwargs)
         except (PermissionError, KeyError, ValueError, TypeError, WorkbenchError) as e:
             # a bad trace, cluster or engine: one line here, and the store stays as it was
-            self.message.object = f"**Not done:** {html.escape(one_line(e))}"
+            self.message.object = f"**Not done:** {_text(one_line(e))}"
         self.after_action()
 
     def _speed(self, event) -> None:
@@ -245,7 +245,7 @@ class ControlsView(View):
                                    " the access token (the URL `workbench serve` printed with"
                                    " `?token=…`); the built-in workloads load without it")
             return
-        self.message.object = html.escape(f"loading {trace} on {self.cluster.value}…")
+        self.message.object = _text(f"loading {trace} on {self.cluster.value}…")
         self._guard(self.state.load, trace, self.cluster.value, self.new_policy.value)
 
     def _read_contexts(self, choose: str | None = None, quiet: bool = False) -> None:
@@ -259,7 +259,7 @@ class ControlsView(View):
         except ConfigError as e:
             self.context.options = []
             if not quiet:
-                self.message.object = f"**Not connected:** {html.escape(str(e))}"
+                self.message.object = f"**Not connected:** {_text(str(e))}"
             return
         self.context.options = names
         self.context.value = choose if choose in names else current
@@ -283,7 +283,7 @@ class ControlsView(View):
             if not context:
                 return  # _read_contexts said why
         where = f"{context} ({path})"
-        self.message.object = html.escape(f"connecting to {where}…")
+        self.message.object = _text(f"connecting to {where}…")
         self.connect.disabled = True
         try:
             job = self.state.prepare_connect(path, context, self.namespace.value.strip(),
@@ -295,7 +295,7 @@ class ControlsView(View):
                 fresh.close()
                 raise
         except Exception as e:  # noqa: BLE001 - one clear line, the console carries on
-            self.message.object = f"**Not connected:** {html.escape(one_line(e))}"
+            self.message.object = f"**Not connected:** {_text(one_line(e))}"
         finally:
             self.connect.disabled = not self.may_connect
         # After an await a served session no longer holds its document's lock, which changing
@@ -389,3 +389,8 @@ class ControlsView(View):
                               if self.state.simulated else
                               f"**Engine now: {s['policy']}** · Kubernetes"
                               f" *{self.state.cluster_name}*, {self.state.workload}")
+
+
+def _text(message: str) -> str:
+    """`message` (paths, names, an error's words) to show as text in a Markdown pane."""
+    return html.escape(message, quote=False)

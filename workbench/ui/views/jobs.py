@@ -130,6 +130,6 @@ class JobsView(View):
     def _fill_why(self, name: str) -> None:
         # Computed from the cluster now: the engine's last word may be stale (see ui.waiting).
         # (names and reasons are text: a trace's job name is shown, not run)
-        why = html.escape(self.state.why_now(name))
-        self.why_title.object = f"**{html.escape(name)}** now: {why}"
+        why = html.escape(self.state.why_now(name), quote=False)
+        self.why_title.object = f"**{html.escape(name, quote=False)}** now: {why}"
         self.why.value = self.state.decisions_frame(last=50, job=name).drop(columns=["job"])
