@@ -34,6 +34,12 @@ def clean_html(text: str) -> str:
     return nh3.clean(text, tags=_TAGS, attributes=_ATTRIBUTES)
 
 
+def as_text(message: str) -> str:
+    """`message` (a name, a path, an error's words) to show as text in a pane: `<`, `>` and
+    `&` escaped, quotes as typed (the text is an element's, never an attribute's)."""
+    return html.escape(message, quote=False)
+
+
 class _Sanitized:
     def _transform_object(self, obj) -> dict:
         # Panel's render, escaped for its model: cleaned in between (escape undoes exactly)

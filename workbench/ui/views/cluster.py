@@ -12,8 +12,6 @@ drill-down to one rack's GPUs.
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 import panel as pn
 
@@ -21,7 +19,7 @@ from ..data import DOWN_COLOUR, FREE_COLOUR
 from ..heatmap import OVERVIEW_NODES, heat_layout
 from ..state import WorkbenchState
 from ._base import View, in_session, widget_row
-from ._panes import HTML, Markdown
+from ._panes import HTML, Markdown, as_text
 from .cluster_grid import CPU_COLOUR, MEM_COLOUR, GpuGrid
 from .cluster_heat import Heatmap, heat_legend_html
 
@@ -122,7 +120,7 @@ class ClusterView(View):
             self.job = name
             self._drill_to_job()
         else:
-            self.info.object = f"No node or job named **{html.escape(name, quote=False)}**."
+            self.info.object = f"No node or job named **{as_text(name)}**."
         if self.find.value != name:
             self.find.value = name
         self._seen = -1
@@ -176,7 +174,7 @@ class ClusterView(View):
 
 
 def _job_text(job: str, cells: list[int], state: WorkbenchState) -> str:
-    job_name = html.escape(job, quote=False)
+    job_name = as_text(job)
     if not cells:
         status = state.known_job(job)
         what = status.state.value if status is not None else "gone"

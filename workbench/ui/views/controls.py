@@ -6,7 +6,6 @@ seen without the access token) they are disabled."""
 
 from __future__ import annotations
 
-import html
 import time
 
 import panel as pn
@@ -19,7 +18,7 @@ from ..connection import default_kubeconfig, kubeconfig_contexts
 from ..state import WorkbenchState
 from ._base import View
 from ._charts import SHRINKS, wrapping_row
-from ._panes import Alert, Markdown
+from ._panes import Alert, Markdown, as_text
 from .switch import SwitchPanel
 
 SPEEDS = {"1 min / s": 60.0, "10 min / s": 600.0, "30 min / s": 1800.0, "1 h / s": 3600.0,
@@ -214,7 +213,7 @@ class ControlsView(View):
             action(*args, **kwargs)
         except (PermissionError, KeyError, ValueError, TypeError, WorkbenchError) as e:
             # a bad trace, cluster or engine: one line here, and the store stays as it was
-            self.message.object = f"**Not done:** {_text(one_line(e))}"
+            self.message.object = f"**Not done:** {as_text(one_line(e))}"
         self.after_action()
 
     def _speed(self, event) -> None:
@@ -245,7 +244,7 @@ class ControlsView(View):
                                    " the access token (the URL `workbench serve` printed with"
                                    " `?token=…`); the built-in workloads load without it")
             return
-        self.message.object = _text(f"loading {trace} on {self.cluster.value}…")
+        self.message.object = as_text(f"loading {trace} on {self.cluster.value}…")
         self._guard(self.state.load, trace, self.cluster.value, self.new_policy.value)
 
     def _read_contexts(self, choose: str | None = None, quiet: bool = False) -> None:
@@ -259,7 +258,7 @@ class ControlsView(View):
         except ConfigError as e:
             self.context.options = []
             if not quiet:
-                self.message.object = f"**Not connected:** {_text(str(e))}"
+                self.message.object = f"**Not connected:** {as_text(str(e))}"
             return
         self.context.options = names
         self.context.value = choose if choose in names else current
@@ -283,7 +282,7 @@ class ControlsView(View):
             if not context:
                 return  # _read_contexts said why
         where = f"{context} ({path})"
-        self.message.object = _text(f"connecting to {where}…")
+        self.message.object = as_text(f"connecting to {where}…")
         self.connect.disabled = True
         try:
             job = self.state.prepare_connect(path, context, self.namespace.value.strip(),
@@ -295,7 +294,7 @@ class ControlsView(View):
                 fresh.close()
                 raise
         except Exception as e:  # noqa: BLE001 - one clear line, the console carries on
-            self.message.object = f"**Not connected:** {_text(one_line(e))}"
+            self.message.object = f"**Not connected:** {as_text(one_line(e))}"
         finally:
             self.connect.disabled = not self.may_connect
         # After an await a served session no longer holds its document's lock, which changing
@@ -389,8 +388,3 @@ class ControlsView(View):
                               if self.state.simulated else
                               f"**Engine now: {s['policy']}** · Kubernetes"
                               f" *{self.state.cluster_name}*, {self.state.workload}")
-
-
-def _text(message: str) -> str:
-    """`message` (paths, names, an error's words) to show as text in a Markdown pane."""
-    return html.escape(message, quote=False)

@@ -7,7 +7,6 @@ may sort by any column; the selection follows its job (`KeyedSelection`)."""
 
 from __future__ import annotations
 
-import html
 import math
 
 import numpy as np
@@ -17,7 +16,7 @@ import panel as pn
 from .. import export
 from ..state import WorkbenchState
 from ._base import View, widget_row
-from ._panes import Markdown
+from ._panes import Markdown, as_text
 from ._tables import KeyedSelection, csv_download, table
 
 DISPLAY_COLUMNS = {
@@ -130,6 +129,6 @@ class JobsView(View):
     def _fill_why(self, name: str) -> None:
         # Computed from the cluster now: the engine's last word may be stale (see ui.waiting).
         # (names and reasons are text: a trace's job name is shown, not run)
-        why = html.escape(self.state.why_now(name), quote=False)
-        self.why_title.object = f"**{html.escape(name, quote=False)}** now: {why}"
+        why = as_text(self.state.why_now(name))
+        self.why_title.object = f"**{as_text(name)}** now: {why}"
         self.why.value = self.state.decisions_frame(last=50, job=name).drop(columns=["job"])
