@@ -136,6 +136,18 @@ def test_a_killed_worker_loses_and_duplicates_nothing(where, serial_table, tmp_p
     # a value listed twice ran once, under a line counting it twice ("= 2 runs: ran 1")
     ("engines: [fifo, drf, fifo]\n", "engines: 'fifo' is listed twice"),
     ("engines: [fifo]\nloads: [1, 1.0]\n", "loads: 1.0 is listed twice"),
+    # YAML kept the last of two keys without a word (TOML refuses them)
+    ("engines: [fifo]\nseeds: 2\nengines: [drf]\n", "sweep.yaml:3: key 'engines' is given twice"),
+    # two names of one configuration ran it twice
+    ("engines: [fifo]\nclusters: [default, 16x4]\n",
+     "clusters: '16x4' is the same cluster as 'default'; list it once"),
+    ("engines: [fifo]\nworkloads: [default, 'default:deadlines=rule']\n",
+     "workloads: 'default:deadlines=rule' is the same workload as 'default'"),
+    ("engines: [fifo]\nworkloads: ['synthetic:n=5,rate=0.1', 'synthetic:rate=0.1,n=5']\n",
+     "workloads: 'synthetic:rate=0.1,n=5' is the same workload as 'synthetic:n=5,rate=0.1'"),
+    # every run failed at run time (exit 1), one by one, with the error this says up front
+    ("engines: [fifo]\nloads: [1, 1e-300]\nclusters: [small]\n",
+     "loads: 1e-300 (workload 'default' on cluster small): the last job would arrive at"),
     ("workloads: [default]\n", "engines: missing"),
     ("engines: [fifo]\nrestart_delay: 1e9\n", "restart_delay: expected a number from 0 to 86400"),
     # a typo's grid is refused before its runs are listed (10^9 seeds took minutes)
@@ -165,6 +177,18 @@ def test_a_sweep_file_with_a_byte_order_mark_reads_as_without(tmp_path, name, te
     marked.write_text(text, encoding="utf-8-sig")
     assert read_grid_file(str(marked)) == read_grid_file(str(plain)) == \
         {"engines": ["fifo", "drf"], "seeds": [0, 1]}
+
+
+def test_a_toml_sweep_file_may_hold_its_keys_in_one_sweep_table(tmp_path, capsys):
+    # it read as "--engines: missing"
+    from workbench.sweeps.grid import read_grid_file
+
+    (tmp_path / "g.toml").write_text('[sweep]\nengines = ["fifo"]\nseeds = 2\n')
+    assert read_grid_file(str(tmp_path / "g.toml")) == {"engines": ["fifo"], "seeds": 2}
+    (tmp_path / "both.toml").write_text('seeds = 2\n[sweep]\nengines = ["fifo"]\n')
+    assert main(["sweep", str(tmp_path / "both.toml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "all in one [sweep] table, not both (seeds outside" in err
 
 
 def test_cli_sweep_from_a_toml_file_writes_table_csv_and_report(tmp_path, capsys):
@@ -370,13 +394,15 @@ def test_an_edited_trace_file_is_run_again_not_taken_from_the_table(tmp_path):
     assert edited["jobs"].tolist() == [3] and edited["key"].tolist() != first["key"].tolist()
 
 
-def test_a_report_with_nothing_to_plot_is_said_to_be_missing(tmp_path, capsys):
-    # every run failed (a load past the time limit): exit 1, and the report's absence said
+def test_a_report_with_nothing_to_plot_is_said_to_be_missing(tmp_path, capsys, monkeypatch):
+    # every run failed: exit 1, and the report's absence said (a load past the time limit
+    # failed so; it is refused up front now, so the run fails by hand)
+    monkeypatch.setattr(executors, "run_one", lambda c: executors.failed(c, "the run broke"))
     report = tmp_path / "r.html"
-    assert main(["sweep", "--engines", "fifo", "--loads", "1e-12", "--limit", "5", "--serial",
+    assert main(["sweep", "--engines", "fifo", "--limit", "5", "--serial",
                  "--out", str(tmp_path / "r.parquet"), "--report", str(report)]) == 1
     out = capsys.readouterr().out
-    assert "1 failed" in out and "raise the load" in out
+    assert "1 failed" in out and "the run broke" in out
     assert f"--report {report}: not written, no run of the grid finished" in out
     assert not report.exists()
 

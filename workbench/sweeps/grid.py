@@ -106,11 +106,11 @@ def make_grid(values: Mapping[str, Any], where: str = "") -> Grid:
         for key in ("engines", "workloads", "loads", "clusters"):
             _once(key, getattr(grid, key))
         _check_runs(math.prod(len(v) for v in grid.axes().values()), "the grid")
-        _check_inputs(grid)
         from .workloads import trace_digest
 
         # an edited trace file is a new workload: its runs are not the stored ones
         grid.digests = {w: d for w in grid.workloads if (d := trace_digest(w)) is not None}
+        _check_inputs(grid)
     except WorkbenchError as e:
         raise ConfigError(f"{prefix}{e}") from None
     return grid
@@ -131,17 +131,46 @@ def read_grid_file(path: str) -> dict[str, Any]:
             with open(path, encoding="utf-8-sig") as f:  # (a byte-order mark, as Notepad wrote)
                 data = tomllib.loads(f.read())
         else:
-            import yaml
-
             with open(path, encoding="utf-8-sig") as f:
-                data = yaml.safe_load(f)
+                data = _read_yaml(f.read(), path)
+    except WorkbenchError:
+        raise
     except (ValueError, ImportError) as e:  # tomllib and yaml errors are ValueErrors or YAMLError
         raise InputError(f"cannot parse: {str(e).splitlines()[0]}", file=path) from None
     except Exception as e:  # noqa: BLE001 - yaml.YAMLError without importing yaml here
         raise InputError(f"cannot parse: {str(e).splitlines()[0]}", file=path) from None
+    if isinstance(data, dict) and isinstance(data.get("sweep"), dict):
+        if len(data) > 1:  # (read alone it said "missing engines" or "unknown key 'sweep'")
+            raise InputError("give the keys all at the top level or all in one [sweep] table,"
+                             f" not both ({', '.join(k for k in data if k != 'sweep')} outside"
+                             " it)", file=path)
+        data = data["sweep"]  # the keys in one `[sweep]` table, as a TOML file may group them
     if not isinstance(data, dict):
         raise InputError("expected a mapping of keys (engines, workloads, …)", file=path)
     return data
+
+
+def _read_yaml(text: str, path: str) -> Any:
+    """`text` as `yaml.safe_load` reads it, except that a key given twice in one mapping is
+    refused, naming it and its line (YAML kept the last silently; TOML refuses it too)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def construct_mapping(self, node, deep=False):
+            seen = set()
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base`, overridden at will
+                    continue
+                key = self.construct_object(key_node, deep=deep)
+                if not isinstance(key, (str, int, float, bool)):  # (a list: yaml's own error)
+                    continue
+                if key in seen:
+                    raise InputError(f"key {key!r} is given twice", file=path,
+                                     line=key_node.start_mark.line + 1)
+                seen.add(key)
+            return super().construct_mapping(node, deep)
+
+    return yaml.load(text, Loader=Loader)  # (a SafeLoader: no arbitrary objects)
 
 
 def _plain(value: Any) -> Any:
@@ -263,6 +292,7 @@ def _check_inputs(grid: Grid) -> None:
     """Load each workload (its first job) and build each cluster once, so a bad name fails
     now, naming its key, instead of in every run."""
     from ..clusters import parse_cluster
+    from ..traces.registry import trace_identity
     from .workloads import check_workload
 
     for workload in grid.workloads:
@@ -270,11 +300,35 @@ def _check_inputs(grid: Grid) -> None:
             check_workload(workload, grid.seeds[0])
         except WorkbenchError as e:
             raise ConfigError(f"workloads: {workload!r}: {e}") from None
+    _same("workloads", grid.workloads, trace_identity, "workload")
     for cluster in grid.clusters:
         try:
             parse_cluster(cluster)
         except WorkbenchError as e:
             raise ConfigError(f"clusters: {str(e).removeprefix('--cluster: ').removeprefix('--cluster ')}") from None
+    _same("clusters", grid.clusters, lambda c: tuple(parse_cluster(c)), "cluster")
+    loads = [v for v in grid.loads if v is not None]
+    for workload in grid.workloads if loads else ():  # (each run would fail, one by one)
+        from ..session import cluster_for
+        from .workloads import check_loads
+
+        names = [cluster_for(workload, c) for c in grid.clusters]
+        gpus = {c: sum(n.gpus for n in parse_cluster(c)) for c in names}
+        try:
+            check_loads(workload, grid.seeds[0], grid.limit, loads, gpus,
+                        grid.digests.get(workload))
+        except WorkbenchError as e:
+            raise ConfigError(f"loads: {e}") from None
+
+
+def _same(key: str, values: list, identity, what: str) -> None:
+    """Refuse two values naming one thing (`default` and `16x4`, the nodes it stands for): the
+    same configuration ran twice, under two names."""
+    seen: dict[Any, Any] = {}
+    for v in values:
+        first = seen.setdefault(identity(v), v)
+        if first != v:
+            raise ConfigError(f"{key}: {v!r} is the same {what} as {first!r}; list it once")
 
 
 def describe(grid: Grid) -> str:

@@ -40,6 +40,26 @@ def check_workload(workload: str, seed: int) -> None:
     load_trace(workload, seed=seed, limit=1)
 
 
+def check_loads(workload: str, seed: int, limit: int | None, loads: list[float],
+                cluster_gpus: dict[str, int], digest: str | None = None) -> None:
+    """Raise the one-line error a run of `workload` at one of `loads` on one of the clusters
+    (name -> GPUs) fails with (`traces.load.load_factor`, as `at_load` applies it), before
+    any run. The jobs are `seed`'s: a synthetic workload's other seeds may differ a little."""
+    if workload.startswith("scenario:") and _scenario(workload)[0] in NATIVE_LOAD:
+        return  # its generator takes the load itself
+    from ..traces.load import gpu_seconds, load_factor
+
+    jobs = workload_jobs(workload, seed, limit, None, next(iter(cluster_gpus.values())), digest)
+    work = gpu_seconds(jobs)
+    for cluster, gpus in cluster_gpus.items():
+        for load in loads:
+            try:
+                load_factor(jobs, gpus, load, work=work)
+            except ConfigError as e:
+                raise ConfigError(f"{load:g} (workload {workload!r} on cluster {cluster}): "
+                                  f"{str(e).removeprefix(f'load {load:g}: ')}") from None
+
+
 def trace_digest(workload: str) -> str | None:
     """16 hex digits of a SHA-256 of the file `workload` reads (a CSV path, `pollux:PATH`,
     `philly:PATH`), None for a workload named rather than read from a file of the user's."""

@@ -42,20 +42,34 @@ def offered_load(jobs: Sequence[JobSpec], cluster_gpus: float, perf=None) -> flo
     return gpu_seconds(jobs, perf) / (cluster_gpus * span) if span > 0 else float("nan")
 
 
+def load_factor(jobs: Sequence[JobSpec], cluster_gpus: float, load: float, perf=None,
+                work: float | None = None) -> float | None:
+    """What `at_load` multiplies the arrival window by (None: there is no window to scale),
+    or the one-line `ConfigError` of a load it cannot reach. `work`: `gpu_seconds(jobs)`, when
+    the caller has it (a sweep checks each of its loads on each cluster before any run)."""
+    if not load > 0 or not np.isfinite(load):
+        raise ConfigError(f"load: expected a positive number, got {load}")
+    arrivals = [j.arrival for j in jobs]
+    span = max(arrivals) - min(arrivals) if arrivals else 0.0
+    if span <= 0:
+        return None
+    current = (gpu_seconds(jobs, perf) if work is None else work) / (cluster_gpus * span)
+    if not np.isfinite(current) or current <= 0:
+        return None
+    factor = current / load
+    if why := beyond_time_limit("the last job would arrive", min(arrivals) + span * factor):
+        raise ConfigError(f"load {load:g}: {why}; raise the load")
+    return factor
+
+
 def at_load(jobs: Sequence[JobSpec], cluster_gpus: float, load: float, perf=None
             ) -> list[JobSpec]:
     """`jobs` with their arrivals (from the first) scaled so their `offered_load` on
     `cluster_gpus` GPUs is `load`; each deadline keeps its distance from its arrival."""
-    if not load > 0 or not np.isfinite(load):
-        raise ConfigError(f"load: expected a positive number, got {load}")
-    current = offered_load(jobs, cluster_gpus, perf)
-    if not np.isfinite(current) or current <= 0:
+    factor = load_factor(jobs, cluster_gpus, load, perf)
+    if factor is None:
         return list(jobs)  # all at one instant (or no work): no window to scale
-    factor = current / load
     start = min(j.arrival for j in jobs)
-    last = start + (max(j.arrival for j in jobs) - start) * factor
-    if why := beyond_time_limit("the last job would arrive", last):
-        raise ConfigError(f"load {load:g}: {why}; raise the load")
     out = []
     for job in jobs:
         arrival = start + (job.arrival - start) * factor

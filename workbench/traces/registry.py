@@ -92,6 +92,25 @@ def trace_file(spec: str) -> str | None:
     return str(spec).strip()
 
 
+def trace_identity(spec: str) -> object:
+    """What two specs of one workload share: `default` and `default:deadlines=rule`,
+    `synthetic:n=20,rate=0.01` and `synthetic:rate=0.01,n=20`, two paths to one file (a spec
+    that cannot be read is its own: loading it says why)."""
+    spec = str(spec).strip()
+    kind, _, arg = spec.partition(":")
+    try:
+        if kind == "default":
+            return "default", _default_deadlines(arg)
+        if kind == "synthetic":  # (seed -1: a seed given in the spec is told from none)
+            return "synthetic", repr(sorted(_synthetic_options(arg, -1).items()))
+    except ConfigError:
+        return spec
+    path = trace_file(spec)
+    if kind != "openb" and path is not None and os.path.isfile(path):
+        return "file", os.path.realpath(path)
+    return spec
+
+
 def _load(spec: str, seed: int) -> Jobs:
     spec = str(spec).strip()
     kind, _, arg = spec.partition(":")
