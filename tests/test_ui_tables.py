@@ -211,6 +211,27 @@ def test_a_forecast_band_of_two_digit_hours_is_shown_whole_or_not_at_all(browser
             p.close()
 
 
+def test_a_forecast_band_of_hundreds_of_hours_is_shown_whole(browser):
+    """On the Philly trace's months-long queue on a small cluster the bands read
+    "596.00–636.48": at 1,500 px their column was 96 px wide and cut them ("596.00–636.4").
+    Past 100 h a band has one decimal, past 1,000 h none: it fits, shown at 1,500 px."""
+    with served("--trace", "philly", "--cluster", "small", "--policy", "fifo") as url:
+        p = Page(browser, url)
+        try:
+            p.tab("Jobs")
+            p.wait_for(lambda: p.click("Step") or any(
+                float(t.split("–")[-1]) >= 100 for t in _column(p, "jobs-table", "band") if t),
+                what="a band of hundreds of hours")
+            for width in (1500, 1024):
+                shown = _fit_at(p, "jobs-table", width)
+                assert cut_cells(p, "jobs-table", "band") == [], \
+                    (width, p.table_facts("jobs-table", "band"))
+                assert width < 1500 or "band" in shown, shown
+            assert p.errors == []
+        finally:
+            p.close()
+
+
 def test_a_progress_bar_is_one_line_high_in_a_tall_row(browser, server):
     """Tabulator's progress bar filled its cell: in a row grown by wrapped text (a placement
     over three nodes, a long reason) it was a block as tall as the row."""

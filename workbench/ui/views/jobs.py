@@ -34,10 +34,17 @@ def display_frame(jobs: pd.DataFrame) -> pd.DataFrame:
     df = jobs.copy()
     lo, hi = df["finish_low_h"].to_numpy(), df["finish_high_h"].to_numpy()
     # object dtype even when empty: Tabulator picks a column's formatter from its first dtype
-    df["band"] = pd.Series([f"{a:.2f}–{b:.2f}" if not (math.isnan(a) or math.isnan(b)) else ""
-                            for a, b in zip(lo, hi)], index=df.index, dtype=object)
+    df["band"] = pd.Series([f"{_hours(a, b)}–{_hours(b, b)}" if not (math.isnan(a) or math.isnan(b))
+                            else "" for a, b in zip(lo, hi)], index=df.index, dtype=object)
     df["progress"] = (df["progress"] * 100).round(1)
     return df.iloc[stable_order(df)][list(DISPLAY_COLUMNS)].reset_index(drop=True)
+
+
+def _hours(h: float, top: float) -> str:
+    """`h` with fewer decimals the more digits `top` has ("20.84", "596.0", "1236"): a band
+    is at most 11 characters, within its column's least width (hundreds of hours with two
+    decimals were cut: "596.00–636.4"); its CSV keeps every decimal."""
+    return f"{h:.{2 if abs(top) < 99.995 else 1 if abs(top) < 999.95 else 0}f}"
 
 
 def stable_order(jobs: pd.DataFrame) -> np.ndarray:
