@@ -91,6 +91,8 @@ def workload(tmp_path: Path, rows: str, name: str = "w.csv") -> str:
                                                    " finite number")]),
     (["--trace", "synthetic:n=5,deadline=1-inf"], ["synthetic option deadline='1-inf'", "finite"]),
     (["--trace", "synthetic:n=2.5"], ["synthetic option n='2.5': expected a whole number"]),
+    # the last of the two was kept without a word
+    (["--trace", "synthetic:n=20,rate=0.1,n=30"], ["synthetic option 'n' is given twice"]),
 ])
 def test_bad_option_is_one_line(args, words):
     assert_one_line_error(run("simulate", "--limit", "5", *args), *words)
@@ -113,6 +115,9 @@ def test_a_bad_openb_option_is_one_line(tmp_path, option, words):
 
 def test_bad_compare_policies_name_the_option():
     assert_one_line_error(run("compare", "--policies", ""), "--policies")
+    # an engine listed twice ran twice, in two rows of one table
+    assert_one_line_error(run("compare", "--policies", "fifo,drf,fifo", "--limit", "5"),
+                          "--policies: 'fifo' is listed twice")
 
 
 @pytest.mark.parametrize("row, column, words", [

@@ -122,6 +122,8 @@ def run_simulate(args) -> int:
             "fifo" if args.command == "simulate" else DEFAULT_COMPARE)
     policies = [p.strip() for p in args.policy.split(",") if p.strip()]
     flag = "--policies" if args.command == "compare" else "--policy"
+    if twice := next((p for i, p in enumerate(policies) if p in policies[:i]), None):
+        raise ConfigError(f"{flag}: {twice!r} is listed twice")  # (it ran, and showed, twice)
     if getattr(args, "scenario", None):
         return _run_scenario(args, policies)
     if not policies:

@@ -158,11 +158,15 @@ def _by_header(path: str, seed: int) -> Jobs:
 
 def _synthetic_options(arg: str, seed: int) -> dict:
     options: dict = {"seed": seed}
+    given: set[str] = set()
     for item in filter(None, (s.strip() for s in arg.split(","))):
         key, eq, value = item.partition("=")
         key, value = key.strip(), value.strip()
         if not eq or not value:
             raise ConfigError(f"synthetic option {item!r}: expected KEY=VALUE")
+        if key in given:  # (n=20,n=30 kept the last)
+            raise ConfigError(f"synthetic option {key!r} is given twice")
+        given.add(key)
         try:
             if key == "n":
                 options["n_jobs"] = int(value)
