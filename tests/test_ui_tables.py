@@ -514,6 +514,38 @@ def _what_if_in_browser(p: Page, screenshots) -> None:
         p.close()
 
 
+def test_a_second_what_if_leaves_no_row_lookup_warnings(browser):
+    """A second what-if starts from one row where the first left thirteen, two of them
+    styled (DL2's and OASIS's rejected counts): the browser drew the one row with the old
+    styles, and Tabulator warned "Find Error - No matching row found: 7" on each start."""
+    with served() as url:
+        p = Page(browser, url)
+        warnings: list[str] = []
+        p.page.on("console", lambda m: warnings.append(m.text) if "matching row" in m.text
+                  else None)
+        try:
+            p.tab("What-if")
+            stop = p.page.get_by_role("button", name="Stop", exact=True)
+            for run in range(2):
+                p.click("Fork and run every engine")
+                p.wait_for(stop.is_enabled, timeout=30, what=f"what-if {run + 1} running")
+                p.wait_for(lambda: not stop.is_enabled(), timeout=180,
+                           what=f"what-if {run + 1} to end")
+            time.sleep(1.0)
+            # the rejected counts stand out on the rows of the engines that rejected jobs
+            flagged = p.page.locator(".whatif-table .tabulator-row").evaluate_all("""rows =>
+                rows.map(r => [r.querySelector('[tabulator-field=policy]').innerText,
+                               r.querySelector('[tabulator-field=rejected]')])
+                    .map(([name, c]) => [name, c.innerText,
+                                         getComputedStyle(c).backgroundColor])""")
+            assert len(flagged) > 1, flagged
+            for name, rejected, colour in flagged:
+                assert (colour == "rgb(253, 224, 220)") == (int(rejected) > 0), flagged
+            assert warnings == [] and p.errors == []
+        finally:
+            p.close()
+
+
 _CDF_LAYOUT = """() => {
   const f = Bokeh.documents[0].get_model_by_name('whatif_cdf_figure');
   const box = (e) => {

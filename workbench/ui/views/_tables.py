@@ -79,8 +79,8 @@ def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[st
     `min_widths`: the least width of columns the console has none for (by default as wide as
     their title's longest word). `frozen`: columns kept at the left edge while the table
     scrolls sideways (a row's key). `params` go to Tabulator (titles, widths, pagination, ...)."""
-    fmt: dict[str, Any] = {c: COUNT for c in counts} | {c: HOURS for c in hours}
-    fmt |= {c: SHARE for c in shares} | {c: WRAP for c in wrap} | dict(formatters or {})
+    numbers = {c: COUNT for c in counts} | {c: HOURS for c in hours} | {c: SHARE for c in shares}
+    fmt: dict[str, Any] = numbers | {c: WRAP for c in wrap} | dict(formatters or {})
     if "job" in value.columns:  # a row's key is read whole: "namespace/deepspeech2-22" was cut
         fmt.setdefault("job", WRAP)
     specs = {field: dict(spec) for field, spec in COLUMNS.items()}
@@ -100,8 +100,8 @@ def table(value: pd.DataFrame, *, counts: Iterable[str] = (), hours: Iterable[st
     # Panel gives a number column its sorter from the frame's dtype: a table first shown empty
     # (object dtype) changed its configuration with its first rows, and Tabulator rebuilt
     # itself then, racing the cell styles sent with the next rows (a page error)
-    for field in fmt:
-        if isinstance(fmt[field], NumberFormatter):
+    for field, formatter in fmt.items():  # (a number's formatter may be given, in JavaScript)
+        if field in numbers or isinstance(formatter, NumberFormatter):
             specs.setdefault(field, {})["sorter"] = "number"
     for field in frozen:  # stays in view while the table scrolls sideways
         specs.setdefault(field, {})["frozen"] = True

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import pandas as pd
 import panel as pn
 from bokeh.models import ColumnDataSource, HoverTool
 from bokeh.plotting import figure
+from panel.io.model import JSCode
 
 from ...policies import available
 from ...stop import StopRequest
@@ -88,10 +88,14 @@ def _duration(seconds: float) -> str:
 EMPTY_CDF = {"xs": [], "ys": [], "policy": [], "label": [], "colour": [], "dash": []}
 
 
-def _flag_shortfall(row: pd.Series) -> list[str]:
-    """Red counts where an engine rejected or left jobs: its averages cover fewer jobs."""
-    bad = "background-color: #fde0dc; color: #a50f15; font-weight: 600"
-    return [bad if c in ("rejected", "unfinished") and row[c] > 0 else "" for c in row.index]
+# Red counts where an engine rejected or left jobs: its averages cover fewer jobs. Drawn by
+# the cells' formatter: Panel's cell styles reached the browser after the rows they were for,
+# and a new result's fewer rows were drawn with the old ones' styles (Tabulator warned "Find
+# Error - No matching row found" for each styled row gone, at each what-if's first row).
+SHORTFALL = JSCode("""(cell) => { const v = cell.getValue(), bad = v > 0;
+  Object.assign(cell.getElement().style, {textAlign: "right", fontWeight: bad ? "600" : "",
+    backgroundColor: bad ? "#fde0dc" : "", color: bad ? "#a50f15" : ""});
+  return Number.isFinite(v) ? v.toLocaleString("en-US") : ""; }""")
 
 
 class WhatIfView:
@@ -121,13 +125,12 @@ class WhatIfView:
             counts=("jobs", "completed", "rejected", "unfinished", "restarts", "stalled"),
             hours=("avg_jct_h", "median_jct_h", "p95_jct_h", "makespan_h", "avg_queue_h",
                    "ran_to_h", "wall_s"), shares=("deadline_hit_rate", "gpu_alloc_util"),
-            wrap=("note",),
+            wrap=("note",), formatters={"rejected": SHORTFALL, "unfinished": SHORTFALL},
             # on a laptop's screen these give way first, so the notes stay in sight (the CSV
             # has every column; the line above the table names unfinished jobs)
             hide_first=("wall_s", "stalled", "ran_to_h", "restarts", "avg_queue_h",
                         "median_jct_h", "p95_jct_h", "jobs", "unfinished", "makespan_h"),
             frozen=("policy",))  # in view when it scrolls sideways
-        self.table.style.apply(_flag_shortfall, axis=1)
         self.download = csv_download("Download results (CSV)", "workbench-what-if.csv",
                                      lambda: export.what_if(self.current))
         self.source = ColumnDataSource(dict(EMPTY_CDF), name="whatif_cdf")
