@@ -339,13 +339,31 @@ def test_the_python_api_checks_its_outputs_and_executor_before_any_run(tmp_path)
         sweep(["fifo"], ["synthetic:n=5"], out=out, report=str(tmp_path / "no" / "r.html"))
     with pytest.raises(ConfigError, match="workers: expected a positive integer, got -2"):
         sweep(["fifo"], ["synthetic:n=5"], out=out, workers=-2)  # the pool's ValueError
+    with pytest.raises(ConfigError, match="workers: expected 1 to 256 worker processes, got 1000"):
+        sweep(["fifo"], ["synthetic:n=5"], out=out, workers=1000)
     with pytest.raises(ConfigError, match="serial, dask: give one"):  # ran on Dask
         sweep(["fifo"], ["synthetic:n=5"], out=out, serial=True, dask="local")
     assert os.listdir(tmp_path) == []
 
 
+def test_a_pool_has_no_more_workers_than_runs_to_do(monkeypatch):
+    # --workers 200 on a grid of one run forked 200 processes, 199 of them idle
+    sizes = []
+    pool = executors.ProcessPoolExecutor
+
+    def recorded(size, **options):
+        sizes.append(size)
+        return pool(size, **options)
+
+    monkeypatch.setattr(executors, "ProcessPoolExecutor", recorded)
+    outcome = run_sweep(make_grid({"engines": "fifo", "workloads": "synthetic:n=5"}), workers=200)
+    assert outcome.ran == 1 and sizes == [1]
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--workers", "0"], "argument --workers: expected a positive integer, got '0'"),
+    # 1,000 forked 1,000 processes
+    (["--workers", "1000"], "argument --workers: expected 1 to 256 worker processes, got '1000'"),
     (["--serial", "--dask", "local"], "argument --dask: not allowed with argument --serial"),
 ])
 def test_cli_executor_options_are_checked_by_the_parser(argv, words, capsys):

@@ -38,6 +38,18 @@ def count(text: str) -> int:
     return _integer(text, 1, "a positive integer")
 
 
+MAX_WORKERS = 256  # worker processes: more is a typo (--workers 1000 forked 1,000 of them)
+
+
+def workers(text: str) -> int:
+    """A count of worker processes: 1 to `MAX_WORKERS`."""
+    value = count(text)
+    if value > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"expected 1 to {MAX_WORKERS} worker processes,"
+                                         f" got {text!r}")
+    return value
+
+
 def size(text: str) -> int:
     """A count that may be zero: an integer >= 0."""
     return _integer(text, 0, "a non-negative integer")

@@ -113,8 +113,8 @@ def register(sub) -> None:
     p.add_argument("--report", help="write plots (JCT CDFs, metric vs load) to this HTML file")
     p.add_argument("--metrics", default="", help="metrics to summarise, comma-separated"
                                                  " (default avg_jct_h, p95_jct_h, …)")
-    p.add_argument("--workers", type=argtypes.count,
-                   help="worker processes (default: all cores)")
+    p.add_argument("--workers", type=argtypes.workers,
+                   help="worker processes (default: all cores; never more than runs to do)")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--serial", action="store_true", help="run in this process, one by one")
     where.add_argument("--dask", metavar="ADDRESS", help="run on a Dask cluster"

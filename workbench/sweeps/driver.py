@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..argtypes import MAX_WORKERS
 from ..errors import ConfigError
 from ..output import check_separate, check_writable
 from .executors import dask_rows, pool_rows, serial_rows
@@ -54,6 +55,8 @@ def check_executor(serial: bool, workers: Any, dask: Any) -> None:
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):
         raise ConfigError(f"workers: expected a positive integer, got {workers!r}")
+    if workers is not None and workers > MAX_WORKERS:
+        raise ConfigError(f"workers: expected 1 to {MAX_WORKERS} worker processes, got {workers}")
     if serial and dask is not None:
         raise ConfigError("serial, dask: give one (serial runs in this process, dask on Dask)")
 

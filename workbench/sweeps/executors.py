@@ -50,7 +50,9 @@ def pool_rows(configs: Sequence[RunConfig], workers: int | None = None) -> Itera
     """The rows of `configs` from a process pool of `workers` (default: all cores)."""
     pending, breaks = list(configs), 0
     while pending:
-        pool = ProcessPoolExecutor(workers or os.cpu_count() or 1, initializer=_ignore_sigint)
+        # no more workers than runs to do (each would be forked, to sit idle)
+        size = min(workers or os.cpu_count() or 1, len(pending))
+        pool = ProcessPoolExecutor(size, initializer=_ignore_sigint)
         futures: dict[Future, RunConfig] = {}
         yielded: set[str] = set()
         finished = False
@@ -156,7 +158,8 @@ def dask_rows(configs: Sequence[RunConfig], dask: Any, workers: int | None = Non
     else:
         try:
             if dask == "local":
-                cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1,
+                cluster = LocalCluster(n_workers=max(1, min(workers or os.cpu_count() or 1,
+                                                            len(configs))),
                                        threads_per_worker=1, processes=True)
             client = Client(cluster or dask, timeout=10)
         except (OSError, TimeoutError, ValueError) as e:
