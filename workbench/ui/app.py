@@ -173,6 +173,13 @@ class Console:
     def sync(self, all_views: bool = False) -> None:
         """Redraw the views whose data moved (in this console's own context): the controls and
         the visible tab, or every view."""
+        # Raw Bokeh changes (a chart's data) join Panel's queue of messages, in order. Sent
+        # straight to the socket, they overtook the queued message that brings a new chart to
+        # the page (made while a click was handled): "reference p2031 isn't known".
+        with pn.io.unlocked():
+            self._sync(all_views)
+
+    def _sync(self, all_views: bool) -> None:
         if self._kind != self.state.kind:  # the controls moved the store to another backend
             self._kind = self.state.kind
         header = _header_html(self.state)  # a live cluster's leader may change any time
