@@ -114,3 +114,5 @@ class ForecastView(View):
             " update makes one.")
         self.note.object = (f"Predicted finish (dot) with its band, deadline (black bar), now"
                             f" (dashed); {shown}{self.total} active jobs with a forecast.{lag}")
+        if not self.total:  # (the chart is a blank box)
+            self.note.object = f"No data yet: no queued or running job has a forecast now.{lag}"

@@ -16,6 +16,7 @@ from ..data import TIMELINE_COLUMNS
 from ..state import WorkbenchState
 from ._base import View
 from ._charts import legend_outside
+from ._panes import Markdown
 
 SWITCH_COLOUR = "#9467bd"
 
@@ -65,7 +66,10 @@ class TimelineView(View):
         util.text(x="time_h", y="y", text="label", source=self.switches, text_font_size="8pt",
                   text_color=SWITCH_COLOUR, x_offset=3, text_baseline="top")
         self.figures = (util, queue, done)
-        self.panel = pn.Column(*(pn.pane.Bokeh(f, sizing_mode="stretch_width") for f in self.figures),
+        # before the first sample the charts were blank boxes with no word of why
+        self.note = Markdown("", margin=(0, 10))
+        self.panel = pn.Column(self.note,
+                               *(pn.pane.Bokeh(f, sizing_mode="stretch_width") for f in self.figures),
                                sizing_mode="stretch_width", name="Timeline")
         self.sync()
 
@@ -79,6 +83,8 @@ class TimelineView(View):
         if len(new):
             self.source.stream({c: new[c].to_numpy() for c in TIMELINE_COLUMNS})
             self._sent += len(new)
+        self.note.object = "" if self._sent else (
+            "No data yet: the timeline starts at the run's first scheduling round (Step or Run).")
         sw = self.state.switches_frame()
         if len(sw) != len(self.switches.data["time_h"]):
             self.switches.data = {"time_h": sw["time_h"].to_numpy(),
