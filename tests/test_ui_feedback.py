@@ -1,5 +1,5 @@
 """What the console says of its own state, in a real browser: a chart with nothing to draw
-says why.
+says why, and a button that cannot be pressed looks it.
 
 Run: pytest -m ui tests/test_ui_feedback.py"""
 
@@ -13,6 +13,10 @@ from browser import Page, served
 
 # the line each tab shows while its chart has nothing to draw
 NO_DATA = {"Timeline": "No data yet: the timeline starts", "Forecasts": "No data yet: no queued"}
+# the computed look of a button: its colour, its text's, the cursor over it, whether the
+# pointer reaches it (Bokeh's 'none' let it through, and the cursor never showed)
+_LOOK = """e => { const s = getComputedStyle(e);
+  return [e.disabled, s.backgroundColor, s.color, s.cursor, s.pointerEvents]; }"""
 
 
 @pytest.fixture(scope="module")
@@ -41,3 +45,24 @@ def test_empty_charts_say_there_is_no_data_yet_until_it_comes(browser, server, s
     finally:
         p.close()
 
+
+def test_a_disabled_button_looks_disabled(browser, server, screenshots):
+    """The disabled 'Apply switch' was drawn in the blue of an enabled one (only fainter): it
+    is grey now, as a disabled plain button is, under a not-allowed cursor."""
+    p = Page(browser, server)
+    try:
+        apply = p.page.get_by_role("button", name="Apply switch", exact=True)
+        recompute = p.page.get_by_role("button", name="Recompute", exact=True)
+        p.tab("What-if")
+        run = p.page.get_by_role("button", name="Fork and run every engine", exact=True)
+        disabled, colour, text, cursor, pointer = apply.evaluate(_LOOK)
+        plain = recompute.evaluate(_LOOK)
+        enabled = run.evaluate(_LOOK)
+        assert disabled and plain[0] and not enabled[0]
+        assert colour != enabled[1] and (colour, text) == tuple(plain[1:3]), (colour, text, plain)
+        assert cursor == "not-allowed" and pointer != "none", (cursor, pointer)
+        apply.hover()  # the pointer reaches it (Playwright waits for it to be hit)
+        p.page.screenshot(path=str(screenshots / "ui-feedback-disabled-button.png"))
+        assert p.errors == []
+    finally:
+        p.close()

@@ -30,6 +30,18 @@ def widget_row(*objects, **params) -> pn.FlexBox:
     return pn.FlexBox(*objects, flex_wrap="wrap", align_items="center", **params)
 
 
+# Bokeh draws a disabled button in its own colour, only fainter: a disabled "Apply switch"
+# was the enabled one's blue. Greyed as a disabled plain one is, and the pointer says so
+# (Bokeh let it through to what is behind, so the not-allowed cursor never showed).
+DISABLED_CSS = """.bk-btn[disabled] { background-color: #f3f3f3 !important; color: #555 !important;
+  border-color: #dcdcdc !important; pointer-events: auto; }"""
+
+
+def button(label: str, widget: type = pn.widgets.Button, **params) -> pn.widgets.Button:
+    """A button (or a `widget` such as Toggle) that looks disabled while it is."""
+    return widget(label=label, stylesheets=[DISABLED_CSS], **params)
+
+
 class View:
     def __init__(self, state: WorkbenchState) -> None:
         self.state = state

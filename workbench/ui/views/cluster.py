@@ -18,7 +18,7 @@ import panel as pn
 from ..data import DOWN_COLOUR, FREE_COLOUR
 from ..heatmap import OVERVIEW_NODES, heat_layout
 from ..state import WorkbenchState
-from ._base import View, in_session, widget_row
+from ._base import View, button, in_session, widget_row
 from ._panes import HTML, Markdown, as_text
 from .cluster_grid import CPU_COLOUR, MEM_COLOUR, GpuGrid
 from .cluster_heat import Heatmap, heat_legend_html
@@ -36,7 +36,7 @@ class ClusterView(View):
         self.find = pn.widgets.TextInput(placeholder="find a node or job (Enter)", width=260,
                                          margin=(0, 10))
         self.rack = pn.widgets.Select(options=[OVERVIEW], width=220, margin=(0, 10))
-        self.clear = pn.widgets.Button(label="Clear selection", width=130, margin=(0, 10))
+        self.clear = button("Clear selection", width=130, margin=(0, 10))
         self.info = Markdown("", margin=(0, 10), sizing_mode="stretch_width")
         self.legend = HTML(_legend_html(), margin=(0, 10))
         self.heat_legend = HTML(heat_legend_html(), margin=(0, 10))

@@ -16,7 +16,7 @@ from ...policies import available
 from ...traces.registry import names_a_file
 from ..connection import default_kubeconfig, kubeconfig_contexts
 from ..state import WorkbenchState
-from ._base import View
+from ._base import View, button
 from ._charts import SHRINKS, wrapping_row
 from ._panes import Alert, Markdown, as_text
 from .switch import SwitchPanel
@@ -135,9 +135,9 @@ class ControlsView(View):
     def _build_clock(self, state: WorkbenchState) -> None:
         """The clock, run/pause, step, run to the end, and the speed."""
         self.clock = Markdown("", margin=(0, 10), sizing_mode="stretch_width")
-        self.play = pn.widgets.Toggle(label="Run", color="success", width=90)
-        self.step = pn.widgets.Button(label="Step", width=70)
-        self.to_end = pn.widgets.Button(label="Run to end", width=100)
+        self.play = button("Run", pn.widgets.Toggle, color="success", width=90)
+        self.step = button("Step", width=70)
+        self.to_end = button("Run to end", width=100)
         self.speed = pn.widgets.Select(label="speed (simulated time per second)",
                                        options=speed_options(state.speed), value=state.speed,
                                        width=290)
@@ -158,7 +158,7 @@ class ControlsView(View):
         self.trace = pn.widgets.TextInput(label="trace", value=state.workload or "default", width=140)
         self.new_policy = pn.widgets.Select(label="engine", options=available(), value=state.policy,
                                             width=140)
-        self.load = pn.widgets.Button(label="Load", width=80)
+        self.load = button("Load", width=80)
         self.load.on_click(self._load)
         known = dict(state.connection) if self.real_ok else {}
         self.kubeconfig = pn.widgets.TextInput(
@@ -170,7 +170,7 @@ class ControlsView(View):
                                               placeholder="all namespaces", width=140)
         self.k8s_policy = pn.widgets.Select(label="engine", options=available(),
                                             value=state.policy, width=140)
-        self.connect = pn.widgets.Button(label="Connect", color="primary", width=90)
+        self.connect = button("Connect", color="primary", width=90)
         self.connect.on_click(self._connect)
         self.kubeconfig.param.watch(lambda e: self._read_contexts(), "value")
         self.k8s_note = Markdown("", margin=(0, 10), styles={"color": "#555"})

@@ -24,7 +24,7 @@ from ...policies import available
 from ...policies.base import placement_engines
 from ...whatif import SwitchPreview
 from ..state import WorkbenchState
-from ._base import in_session
+from ._base import button, in_session
 from ._charts import wrapping_row
 from ._panes import HTML, Markdown
 from ._tables import table
@@ -80,10 +80,9 @@ class SwitchPanel:
             sizing_mode="stretch_width", layout="fit_data_stretch",
             css_classes=["preview-summary"], titles=OUTCOME_TITLES)
         self.preview_changes = _changes_table(pd.DataFrame(columns=CHANGES_COLUMNS))
-        self.apply = pn.widgets.Button(label="Apply switch", color="primary", width=120,
-                                       disabled=True)
-        self.recompute = pn.widgets.Button(label="Recompute", width=100, disabled=True)
-        self.cancel = pn.widgets.Button(label="Cancel", width=80, disabled=True)
+        self.apply = button("Apply switch", color="primary", width=120, disabled=True)
+        self.recompute = button("Recompute", width=100, disabled=True)
+        self.cancel = button("Cancel", width=80, disabled=True)
         self.apply.on_click(self._on_apply)
         self.recompute.on_click(self._on_recompute)
         self.cancel.on_click(lambda e: self.reset())

@@ -22,7 +22,7 @@ from ...stop import StopRequest
 from ...whatif import WhatIfResult, wall_time
 from .. import export
 from ..state import WorkbenchState
-from ._base import widget_row
+from ._base import button, widget_row
 from ._charts import html_legend, jct_cdf, wrapping_row
 from ._panes import HTML, Markdown
 from ._tables import csv_download, table
@@ -113,10 +113,9 @@ class WhatIfView:
         # field showing a value the what-if did not use)
         self.horizon = pn.widgets.FloatInput(label="horizon (h, 0 = to the end)", value=0.0,
                                              start=0.0, end=MAX_HORIZON_H, step=1.0, width=180)
-        self.run_button = pn.widgets.Button(label="Fork and run every engine", color="primary",
-                                            width=240)
+        self.run_button = button("Fork and run every engine", color="primary", width=240)
         self.run_button.on_click(self._run)
-        self.stop_button = pn.widgets.Button(label="Stop", width=90, disabled=True)
+        self.stop_button = button("Stop", width=90, disabled=True)
         self.stop_button.on_click(self._stop)
         self._running: _Running | None = None
         self.status = Markdown("", margin=(0, 10))
