@@ -98,10 +98,23 @@ def test_help_works_everywhere(argv):
 
 @pytest.mark.parametrize("argv, message", [
     (["--rl-iters", "-5"], "--rl-iters: expected >= 0, got -5"),
+    # NumPy's warnings, then a validation JCT of "nan h"
+    (["--sl-traces", "0"], "--sl-traces: expected >= 1, got 0"),
 ])
 def test_train_refuses_bad_numbers_in_one_line(argv, message, capsys):
     assert main(["train", "dl2", "--quick", *argv]) == 2
     assert capsys.readouterr().err.strip() == f"workbench: error: {message}"
+
+
+def test_a_value_starting_with_a_dash_is_the_options_value():
+    # "--cluster -1x4" was argparse's "expected one argument"; a plain negative number and a
+    # value after "=" pass as they are
+    from workbench.cli import attach_dashed_values
+
+    assert attach_dashed_values(["sweep", "--clusters", "-1x4", "--seeds", "-1", "--loads",
+                                 "-1e3", "--", "-2x4"]) == [
+        "sweep", "--clusters=-1x4", "--seeds", "-1", "--loads=-1e3", "--", "-2x4"]
+    assert attach_dashed_values(["simulate", "--cluster=-1x4"]) == ["simulate", "--cluster=-1x4"]
 
 
 @pytest.mark.parametrize("argv, option, expected", [

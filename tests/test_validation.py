@@ -68,6 +68,10 @@ def workload(tmp_path: Path, rows: str, name: str = "w.csv") -> str:
     (["--cluster", "2000x1000"], ["--cluster 2000x1000", "at most 1,000,000 GPUs in all"]),
     (["--cluster", "16x" + "9" * 5000], ["--cluster 16x999", "too large"]),  # int()'s limit
     (["--gpus-per-node", "5000"], ["--gpus-per-node: expected 0 to 1,024", "5000"]),
+    # argparse took -1x4 for an option: "argument --cluster: expected one argument"
+    (["--cluster", "-1x4"], ["--cluster -1x4: expected NxG with at least 1 node and 1 GPU"]),
+    (["--cluster=-1x4"], ["--cluster -1x4: expected NxG with at least 1 node and 1 GPU"]),
+    (["--restart-delay", "-1e3"], ["--restart-delay: expected a finite number from 0"]),
     (["--restart-delay", "-1"], ["--restart-delay", "-1"]),
     (["--restart-delay", "nan"], ["--restart-delay", "nan"]),
     (["--restart-delay", "inf"], ["--restart-delay", "inf"]),

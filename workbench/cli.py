@@ -7,6 +7,7 @@ import argparse
 import importlib
 import os
 import pkgutil
+import re
 import sys
 
 from .errors import WorkbenchError
@@ -43,9 +44,24 @@ def _modules(package):
             yield importlib.import_module(f"{package.__name__}.{info.name}")
 
 
+def attach_dashed_values(argv: list[str]) -> list[str]:
+    """`--cluster -1x4` as `--cluster=-1x4`: argparse takes a word starting with a dash for an
+    option unless it is a plain negative number, and said "expected one argument". No option
+    here starts with a dash and a digit, so such a word is the value of the option before it,
+    and that value's own check says what is wrong with it ("at least 1 node")."""
+    out: list[str] = []
+    for arg in argv:
+        if (out and re.match(r"-\d", arg) and not re.fullmatch(r"-\d+|-\d*\.\d+", arg)
+                and re.fullmatch(r"--[a-z][a-z0-9-]*", out[-1])):
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(attach_dashed_values(sys.argv[1:] if argv is None else argv))
     try:
         return int(args.func(args) or 0)
     except WorkbenchError as e:

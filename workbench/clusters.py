@@ -62,8 +62,10 @@ def parse_cluster(spec: str | None, nodes: int | None = None, gpus_per_node: int
         raise ConfigError(f"--gpus-per-node: expected a positive integer, got {gpus_per_node}")
     if spec.partition(":")[0] == "openb":
         return openb_nodes(spec.partition(":")[2] or nodes)
-    if (size := re.fullmatch(r"0*(\d+)x0*(\d+)", spec)) is not None:
-        if max(len(size[1]), len(size[2])) > 9:  # (5,000 digits raised int()'s own limit)
+    # a sign too: -1x4 read as "no such preset", not as a count below 1
+    if (size := re.fullmatch(r"(-?0*\d+)x(-?0*\d+)", spec)) is not None:
+        digits = max(len(size[1].lstrip("-0")), len(size[2].lstrip("-0")))
+        if digits > 9:  # (5,000 digits raised int()'s own limit)
             shown = spec if len(spec) <= 40 else f"{spec[:20]}…{spec[-10:]}"
             raise ConfigError(f"--cluster {shown}: too large; expected NxG like 16x4")
         n, g = int(size[1]), int(size[2])

@@ -44,11 +44,12 @@ def run_train_dl2(args) -> int:
                     else (TrainConfig(seed=args.seed), None))
     if args.quick:
         cfg.sl_traces, cfg.sl_epochs, cfg.rl_iters, cfg.val_traces = 4, 5, 4, 2
-    for name in ("sl_epochs", "rl_iters", "sl_traces"):
+    # the warm-up averages over its traces: none printed NumPy's warnings and "nan h"
+    for name, least in (("sl_epochs", 0), ("rl_iters", 0), ("sl_traces", 1)):
         value = getattr(args, name)
         if value is not None:
-            if value < 0:
-                raise ConfigError(f"--{name.replace('_', '-')}: expected >= 0, got {value}")
+            if value < least:
+                raise ConfigError(f"--{name.replace('_', '-')}: expected >= {least}, got {value}")
             setattr(cfg, name, value)
     shipped_path = shipped_weights_path(args.scenario or "")
     out = str(shipped_path) if args.install else args.out
