@@ -3,6 +3,7 @@ or a killed worker with nothing lost or duplicated, bad sweep files refused in o
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -481,3 +482,42 @@ def test_an_output_naming_a_workloads_trace_is_refused_and_the_trace_kept(tmp_pa
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--csv {trace}: the same file as --workloads" in err, err
     assert trace.read_text().startswith("name,time,") and os.listdir(tmp_path) == ["trace.csv"]
+
+
+def test_sigterm_stops_a_pooled_sweep_as_ctrl_c_does(tmp_path):
+    # SIGTERM ended the sweep at once and its pool's workers ran on as orphans
+    import subprocess
+    import time
+
+    import psutil
+
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    out, err = folder / "runs.parquet", tmp_path / "err.txt"
+    argv = [sys.executable, "-m", "workbench", "sweep", "--engines", "fifo", "--workloads",
+            "synthetic:n=10", "synthetic:n=4000", "--seeds", "2", "--workers", "2",
+            "--out", str(out), "--no-progress", "--json"]
+    with err.open("w") as f:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=f)
+    parts, workers = folder / ".runs.parquet.parts", []
+    try:
+        deadline = time.monotonic() + 120
+        while not (parts.is_dir() and len(os.listdir(parts)) >= 2):  # the short runs, done
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        workers = psutil.Process(proc.pid).children(recursive=True)
+        assert len(workers) >= 2  # the long runs in flight
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 130 and "sweep interrupted" in err.read_text()
+        _, alive = psutil.wait_procs(workers, timeout=10)
+        assert not [w for w in alive if w.status() != psutil.STATUS_ZOMBIE]
+    finally:  # (none left behind by a failure either)
+        proc.kill()
+        for worker in workers:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                worker.kill()
+    assert os.listdir(folder) == ["runs.parquet"]  # whole: no temporary file, no parts
+    assert len(pd.read_parquet(out)) == 2
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
+    result = json.loads(again.stdout)
+    assert (result["ran"], result["skipped"]) == (2, 2)

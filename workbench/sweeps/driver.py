@@ -9,9 +9,12 @@ bench share.
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
 import warnings
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,22 +90,44 @@ def run_sweep(grid: Grid, *, out: str | None = None, csv: str | None = None,
     by_key = {c.key: c for c in todo}
     bar = Progress(len(todo), progress and bool(todo))
     rows = executor_rows(todo, serial=serial, workers=workers, dask=dask)
-    try:
-        for row in rows:
-            if "error" in row:
-                outcome.failures.append((by_key[row["key"]], row["error"]))
-            else:
-                store.add(row)
-                outcome.ran += 1
-            bar.update("error" not in row)
-    finally:
-        rows.close()  # stops the executor's workers if the loop ended early
-        bar.close()
-        order = [c.key for c in configs]
-        table = store.consolidate(order)
-        outcome.table = sort_rows(table[table["key"].isin(set(order))], order)
-        outcome.wall_s = time.perf_counter() - start
+    with _terminate_as_interrupt():
+        try:
+            for row in rows:
+                if "error" in row:
+                    outcome.failures.append((by_key[row["key"]], row["error"]))
+                else:
+                    store.add(row)
+                    outcome.ran += 1
+                bar.update("error" not in row)
+        finally:
+            rows.close()  # stops the executor's workers if the loop ended early
+            bar.close()
+            order = [c.key for c in configs]
+            table = store.consolidate(order)
+            outcome.table = sort_rows(table[table["key"].isin(set(order))], order)
+            outcome.wall_s = time.perf_counter() - start
     return outcome
+
+
+@contextmanager
+def _terminate_as_interrupt() -> Iterator[None]:
+    """SIGTERM (`kill`, a batch system's stop) stops the sweep as Ctrl-C does: it ended the
+    process at once, leaving the pool's workers running as orphans. A second one while the
+    sweep stops is ignored, so the table is still written whole. (Only the main thread can
+    take a signal: elsewhere nothing changes.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def sweep(engines: Sequence[str] | str | None = None, workloads: Sequence[str] | None = None,

@@ -44,6 +44,9 @@ def serial_rows(configs: Sequence[RunConfig]) -> Iterator[Row]:
 def _ignore_sigint() -> None:
     # Ctrl-C reaches the whole process group: the parent stops the workers, they stay quiet.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # and the parent's SIGTERM handler (`driver`), inherited by the fork, is not theirs: the
+    # parent ends a worker with SIGTERM, which must end it
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def pool_rows(configs: Sequence[RunConfig], workers: int | None = None) -> Iterator[Row]:
