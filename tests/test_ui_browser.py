@@ -207,7 +207,9 @@ def _jupyterlab(root: Path, *extra: str, env: dict | None = None):
 
 def test_the_jupyterlab_launcher_opens_the_app(browser, tmp_path, screenshots):
     """JupyterLab with the server-proxy entry point the installed package declares
-    (pyproject.toml): the Launcher's "Scheduling Workbench" card opens the app in a tab."""
+    (pyproject.toml): the Launcher's "Scheduling Workbench" card opens the app in a tab, whose
+    user (let in by Jupyter) is its operator: the Backend card loads a trace file (it said
+    "needs the access token" when the proxy gave the app none)."""
     pytest.importorskip("jupyter_server_proxy")
     pytest.importorskip("jupyterlab")
     from importlib.metadata import entry_points
@@ -225,6 +227,17 @@ def test_the_jupyterlab_launcher_opens_the_app(browser, tmp_path, screenshots):
             app.locator(".bk-tab", has_text="Cluster").first.wait_for(timeout=120_000)
             app.get_by_role("button", name="Step", exact=True).click()
             app.locator("text=/[1-9][0-9]* running/").first.wait_for(timeout=30_000)  # it schedules
+            trace = tmp_path / "three-jobs.csv"
+            trace.write_text("name,time,application,num_replicas,batch_size\n"
+                             "cifar10-0,107,cifar10,2,2048\nbert-1,200,bert,4,12\n"
+                             "cifar10-2,300,cifar10,4,2048\n")
+            app.locator(".card-header", has_text="Backend").first.click()
+            field = app.get_by_label("trace", exact=True)
+            field.fill(str(trace))
+            field.press("Enter")
+            app.get_by_role("button", name="Load", exact=True).click()
+            app.locator("text=/loaded .*three-jobs.csv on default/").first.wait_for(
+                timeout=30_000)
             time.sleep(1.0)
             page.screenshot(path=str(screenshots / "ui-jupyterlab.png"))
         finally:

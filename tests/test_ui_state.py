@@ -8,11 +8,18 @@ import numpy as np
 import pytest
 
 from workbench.clusters import make_cluster, preset
-from workbench.commands.serve import is_loopback, session_locked, token_matches
+from workbench.commands.serve import (
+    TOKEN_ENV,
+    TOKEN_HEADER,
+    is_loopback,
+    session_locked,
+    token_matches,
+)
 from workbench.errors import ConfigError
 from workbench.model import JobSpec, JobState, Place, Resources
 from workbench.sim import SimBackend
 from workbench.ui.data import cluster_cells, cluster_layout, gpu_holders, job_colour
+from workbench.ui.jupyter import setup_workbench
 from workbench.ui.state import WorkbenchState
 from workbench.ui.views.engines import _kind
 
@@ -385,6 +392,14 @@ def test_loopback_and_tokens():
     assert token_matches({"token": [b"s3cret"]}, "s3cret")
     assert not token_matches({"token": [b"wrong"]}, "s3cret")
     assert not token_matches({}, "s3cret")
+    # JupyterLab's proxy adds the app's token as a header; the URL's token is Jupyter's own
+    assert token_matches({"token": [b"jupyters"]}, "s3cret", {TOKEN_HEADER: "s3cret"})
+    assert not token_matches({}, "s3cret", {TOKEN_HEADER: "wrong"})
+    assert not token_matches({}, "", {TOKEN_HEADER: ""})
+    proxy = setup_workbench()
+    given = proxy["request_headers_override"][TOKEN_HEADER]
+    assert len(given) >= 20 and proxy["environment"][TOKEN_ENV] == given
+    assert given not in " ".join(proxy["command"])  # (argv is readable by every local user)
     # Without a token required, nothing is locked; with one, shared or real clusters are.
     assert not session_locked(token=None, given_ok=False, shared=True, simulated=False)
     assert session_locked(token="t", given_ok=False, shared=True, simulated=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
+import os
 import secrets
 import socket
 import sys
@@ -36,11 +37,21 @@ def is_loopback(address: str) -> bool:
         return False
 
 
-def token_matches(session_args: dict, token: str) -> bool:
+TOKEN_HEADER = "X-Workbench-Token"
+# The token a launcher gave this server (JupyterLab's proxy, which adds it to each request as
+# TOKEN_HEADER): in the environment, not in argv, which every local user may read.
+TOKEN_ENV = "WORKBENCH_TOKEN"
+
+
+def token_matches(session_args: dict, token: str, headers: dict | None = None) -> bool:
+    """Whether a session presented `token`: in its URL (`?token=`) or in TOKEN_HEADER (behind
+    JupyterLab's proxy the URL's token is Jupyter's own)."""
     given = session_args.get("token", [b""])[0]
     if isinstance(given, bytes):
         given = given.decode("utf-8", "replace")
-    return bool(token) and hmac.compare_digest(given, token)
+    header = (headers or {}).get(TOKEN_HEADER, "")
+    return bool(token) and (hmac.compare_digest(given, token) or
+                            hmac.compare_digest(header, token))
 
 
 def session_locked(*, token: str | None, given_ok: bool, shared: bool, simulated: bool) -> bool:
@@ -96,7 +107,7 @@ def run_serve(args) -> int:
     loopback = is_loopback(args.address)
     # A real cluster always needs the token to be changed (also one connected to from the
     # controls); a simulation only off loopback or when a token is given.
-    token = args.token or secrets.token_urlsafe(18)
+    token = args.token or os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(18)
     sim_token = bool(args.token) or real or not loopback
     if real:
         shared_state = WorkbenchState.from_kubeconfig(args.kubeconfig, args.policy,
@@ -120,7 +131,7 @@ def run_serve(args) -> int:
         shared_state.play()  # on a real cluster this starts the scheduler thread
 
     def session():
-        ok = token_matches(pn.state.session_args, token)
+        ok = token_matches(pn.state.session_args, token, pn.state.headers)
         state = shared_state or make_state()
         locked = session_locked(token=token if sim_token else None, given_ok=ok,
                                 shared=shared_state is not None, simulated=state.simulated)

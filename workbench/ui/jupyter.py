@@ -12,9 +12,12 @@ instead, and the proxy only serves. Declared in pyproject.toml:
 
 from __future__ import annotations
 
+import secrets
 import sys
 from importlib import resources
 from pathlib import Path
+
+from ..commands.serve import TOKEN_ENV, TOKEN_HEADER
 
 NAME = "workbench"
 TITLE = "Scheduling Workbench"
@@ -36,13 +39,19 @@ def labextension_installed() -> bool:
 
 
 def setup_workbench() -> dict:
-    """The server-proxy configuration (`{port}` and `{base_url}` are filled in by the proxy)."""
+    """The server-proxy configuration (`{port}` and `{base_url}` are filled in by the proxy).
+    The proxy hands the app a token of its own, and adds it to every request it passes on:
+    a user Jupyter has let in is the app's operator (loads trace files, connects to
+    Kubernetes from the Backend card); a local request around the proxy is not."""
+    token = secrets.token_urlsafe(18)
     return {
         # The same interpreter as the Jupyter server: no reliance on PATH.
         "command": [sys.executable, "-m", "workbench", "serve", "--port", "{port}",
                     "--address", "127.0.0.1", "--no-browser", "--prefix", "{base_url}" + NAME,
                     # The browser's origin is the Jupyter server's; it authenticated the user.
                     "--allow-websocket-origin", "*"],
+        "environment": {TOKEN_ENV: token},
+        "request_headers_override": {TOKEN_HEADER: token},
         "absolute_url": True,  # the app is served under {base_url}workbench/ (its --prefix)
         "timeout": 120,
         "new_browser_tab": False,
