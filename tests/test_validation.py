@@ -439,3 +439,17 @@ def test_the_notebook_api_refuses_what_the_cli_refuses():
         WorkbenchState.from_workload("default", "default", "fifo", restart_delay=1e300)
     with pytest.raises(ConfigError, match="^seed: expected a non-negative integer, got -1"):
         WorkbenchState.from_workload("default", "default", "fifo", seed=-1)
+
+
+@pytest.mark.parametrize("daemon", ["emulator", "operator"])
+@pytest.mark.parametrize("option", [["--log-level", "nosuch"], ["--threads", "0"]])
+def test_the_local_clusters_daemons_refuse_a_bad_option_in_one_line(daemon, option, capsys):
+    """`--log-level nosuch` reached logging.basicConfig and ended in its traceback."""
+    import importlib
+
+    main = importlib.import_module(f"workbench.k8s.local.{daemon}").main
+    with pytest.raises(SystemExit) as e:
+        main(["--kubeconfig", "/nonexistent", *option])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and f"argument {option[0]}" in err[-1]
+    assert "Traceback" not in "\n".join(err)

@@ -63,3 +63,11 @@ def positive(text: str) -> float:
 def nonnegative(text: str) -> float:
     """A finite number >= 0."""
     return _number(text, lambda v: v >= 0, "a finite number >= 0")
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def add_log_level(parser: argparse.ArgumentParser) -> None:
+    """`--log-level`, any case, one of `LOG_LEVELS` (logging raised a traceback at 'nosuch')."""
+    parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS)

@@ -318,7 +318,7 @@ def register(sub) -> None:
                    help="a scenario (repeatable; default all: see `workbench scenarios`)")
     p.add_argument("--seeds", type=int, default=None,
                    help="seeds per scenario (default: each scenario's own)")
-    p.add_argument("--workers", type=argtypes.count, default=None,
+    p.add_argument("--workers", type=argtypes.workers, default=None,
                    help="processes (default: all cores; 1 runs in this process)")
     p.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     p.add_argument("--json", action="store_true", help="print results as JSON")

@@ -265,7 +265,7 @@ def register(sub) -> None:
     p = sub.add_parser("sweep", help="sweep overhead per run; serial vs pool vs Dask ratios")
     p.add_argument("--seeds", type=int, default=10, help="seeds of the short grid (10: 200 runs)")
     p.add_argument("--long-runs", type=argtypes.count, default=8, help="runs of about 1.5-2 s for scaling")
-    p.add_argument("--workers", type=argtypes.count, default=None, help="workers (default: all cores)")
+    p.add_argument("--workers", type=argtypes.workers, default=None, help="workers (default: all cores)")
     p.add_argument("--interactive-only", action="store_true",
                    help="only the preview and what-if times")
     p.add_argument("--no-interactive", action="store_true",

@@ -48,8 +48,7 @@ def register(subparsers) -> None:
     p.add_argument("--no-events", action="store_true", help="post no Events explaining decisions")
     p.add_argument("--until-done", action="store_true",
                    help="exit once every job seen has completed (default: run until stopped)")
-    p.add_argument("--log-level", default="INFO", type=str.upper,
-                   choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
+    argtypes.add_log_level(p)
     e = p.add_argument_group("leader election (several replicas, one scheduling)")
     e.add_argument("--leader-elect", action="store_true",
                    help="schedule only while holding the Lease; wait as a standby otherwise")

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from ... import argtypes
 from ...model import JobSpec, Node, Placement
 from .. import kinds, labels
 from ..cache import (
@@ -557,8 +558,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lease-interval", type=float, default=10.0)
     parser.add_argument("--report-interval", type=float, default=2.0,
                         help="real seconds between progress annotations of a job")
-    parser.add_argument("--threads", type=int, default=8)
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--threads", type=argtypes.count, default=8)
+    argtypes.add_log_level(parser)
     args = parser.parse_args(argv)
     if args.speed <= 0:
         print("emulator: --speed must be > 0", file=sys.stderr)

@@ -53,6 +53,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from ... import argtypes
 from ..cache import Informer
 from ..kinds import (
     BY_KIND,
@@ -588,9 +589,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--resync", type=float, default=5.0,
                         help="seconds between reconciling every job (default 5)")
-    parser.add_argument("--threads", type=int, default=4)
+    parser.add_argument("--threads", type=argtypes.count, default=4)
     parser.add_argument("--ready-file", help="written once every watch has listed")
-    parser.add_argument("--log-level", default="INFO")
+    argtypes.add_log_level(parser)
     args = parser.parse_args(argv)
     if args.resync <= 0:
         print("operator: --resync must be > 0", file=sys.stderr)
