@@ -453,3 +453,61 @@ def test_the_local_clusters_daemons_refuse_a_bad_option_in_one_line(daemon, opti
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and f"argument {option[0]}" in err[-1]
     assert "Traceback" not in "\n".join(err)
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda: __import__("workbench.session").session.load_jobs(limit="5"),
+     "--limit: expected a positive integer, got '5'"),
+    (lambda: __import__("workbench.session").session.load_jobs(limit=2.5),
+     "--limit: expected a positive integer, got 2.5"),
+    (lambda: __import__("workbench.session").session.load_jobs(limit=True),
+     "--limit: expected a positive integer, got True"),
+    (lambda: __import__("workbench.session").session.load_nodes("default", 5),
+     ("--cluster: expected a preset (default, small, philly, large), NxG like 16x4 or openb:N,"
+      " got 5")),
+    (lambda: __import__("workbench.session").session.load_nodes("default", nodes=2.5),
+     "--nodes: expected a positive integer, got 2.5"),
+    (lambda: __import__("workbench.session").session.load_nodes("default", gpus_per_node="4"),
+     "--gpus-per-node: expected a positive integer, got '4'"),
+])
+def test_the_session_refuses_a_count_or_cluster_of_the_wrong_type_in_one_line(call, words):
+    """A notebook's `load_jobs(limit="5")` was a TypeError of a comparison, `limit=2.5` one of
+    a slice, `load_nodes(cluster=5)` an AttributeError of `partition`; `limit=True` ran 1 job."""
+    from workbench.errors import ConfigError
+
+    with pytest.raises(ConfigError) as e:
+        call()
+    assert str(e.value) == words
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"policy": None}, "expected an engine name, got None; available: "),
+    ({"policy": 5}, "expected an engine name, got 5; available: "),
+    ({"limit": "5"}, "limit: expected a positive integer, got '5'"),
+    ({"cluster": 5}, "cluster: expected a preset"),
+    ({"faults": "bogus"}, "faults: expected a list of Fault(time, node, duration), got 'bogus'"),
+    ({"faults": [("node-00", 10)]}, "faults[0]: expected a Fault(time, node, duration)"),
+    ({"faults": "F(nosuch)"}, "faults[0]: unknown node 'nosuch'"),
+    ({"faults": "F(nan)"}, "faults[0].time: expected a finite number >= 0, got nan"),
+    ({"checkpoint_interval": float("nan")},
+     "checkpoint_interval: expected a finite number >= 0, got nan"),
+    ({"checkpoint_interval": -1}, "checkpoint_interval: expected a finite number >= 0, got -1"),
+    ({"speed": 10**400}, "speed: expected a finite number from 1 to 1e+07, got 1000000000"),
+])
+def test_the_notebook_store_refuses_bad_engines_faults_and_numbers_in_one_line(options, words):
+    """`Workbench(policy=None)` was an AttributeError ('NoneType' has no 'name') in the store,
+    `faults="bogus"` one of the simulator's engine, a NaN checkpoint interval meant no
+    checkpoint, silently, and a number past the largest float `check_number`'s OverflowError."""
+    from workbench.errors import ConfigError
+    from workbench.sim.engine import Fault
+    from workbench.ui.state import WorkbenchState
+
+    if options.get("faults") == "F(nosuch)":
+        options = {"faults": [Fault(10.0, "nosuch")]}
+    elif options.get("faults") == "F(nan)":
+        options = {"faults": [Fault(float("nan"), "node-00")]}
+    options = {"trace": "synthetic:n=5", "cluster": "small", "policy": "fifo", **options}
+    with pytest.raises(ConfigError) as e:
+        WorkbenchState.from_workload(**options)
+    assert str(e.value).startswith(words)
+    assert "\n" not in str(e.value) and len(str(e.value)) < 300

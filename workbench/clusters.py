@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import re
 
 from .errors import ConfigError
@@ -56,10 +57,13 @@ def parse_cluster(spec: str | None, nodes: int | None = None, gpus_per_node: int
     openb GPU node list), optionally overridden by --nodes/--gpus-per-node. A cluster without
     a node or without a GPU is refused: every workload here is of GPU jobs."""
     spec = spec or "default"
-    if nodes is not None and nodes < 1:
-        raise ConfigError(f"--nodes: expected a positive integer, got {nodes}")
-    if gpus_per_node is not None and gpus_per_node < 1:
-        raise ConfigError(f"--gpus-per-node: expected a positive integer, got {gpus_per_node}")
+    if not isinstance(spec, str):  # (a number: an AttributeError of `partition`)
+        raise ConfigError(f"--cluster: expected a preset ({', '.join(PRESETS)}), NxG like 16x4"
+                          f" or openb:N, got {spec!r}")
+    for flag, count in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node)):
+        if count is not None and (isinstance(count, bool) or not isinstance(count, numbers.Integral)
+                                  or count < 1):  # (2.5: range()'s TypeError; '3': a comparison's)
+            raise ConfigError(f"{flag}: expected a positive integer, got {count!r}")
     if spec.partition(":")[0] == "openb":
         return openb_nodes(spec.partition(":")[2] or nodes)
     # a sign too: -1x4 read as "no such preset", not as a count below 1

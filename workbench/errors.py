@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import re
 
+_LARGEST = 1.7976931348623157e308  # the largest float: an int beyond it has no float value
+
 
 class WorkbenchError(Exception):
     """Any error caused by the user's input; the CLI prints it on one line and exits 2."""
@@ -47,11 +49,13 @@ def check_number(flag: str, value: float, *, minimum: float | None = None,
                  maximum: float | None = None) -> float:
     """`value` if it is a finite number in [`minimum`, `maximum`] (either may be open), else
     a `ConfigError` naming `flag`: NaN and infinities are never meant as an option's value."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+          and abs(value) <= _LARGEST and math.isfinite(value))  # (10**400: isfinite's OverflowError)
     ok = ok and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
     if not ok:
         bound = (f" from {minimum:g} to {maximum:g}" if minimum is not None and maximum is not None
                  else f" >= {minimum:g}" if minimum is not None
                  else f" <= {maximum:g}" if maximum is not None else "")
-        raise ConfigError(f"{flag}: expected a finite number{bound}, got {value!r}")
+        shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}…{repr(value)[-10:]}"
+        raise ConfigError(f"{flag}: expected a finite number{bound}, got {shown}")
     return float(value)

@@ -54,8 +54,8 @@ def load_jobs(trace: str = "default", *, seed: int = 0, limit: int | None = None
         raise ConfigError(f"--seed: expected a non-negative integer, got {seed!r}")
     jobs = load_trace(trace, seed=seed)
     if limit is not None:
-        if limit < 1:
-            raise ConfigError(f"--limit: expected a positive integer, got {limit}")
+        if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1:
+            raise ConfigError(f"--limit: expected a positive integer, got {limit!r}")
         jobs = sorted(jobs, key=lambda j: j.arrival)[:limit]
     return jobs
 
@@ -77,7 +77,9 @@ def load_nodes(trace: str, cluster: str | None = None, nodes: int | None = None,
 
 def make_engine(policy: str | Policy, options: dict[str, Any] | None = None) -> Policy:
     """`policy` itself, or a fresh engine of that name made with `options`."""
-    return make_policy(policy, **(options or {})) if isinstance(policy, str) else policy
+    if isinstance(policy, str) or not callable(getattr(policy, "schedule", None)):
+        return make_policy(policy, **(options or {}))  # (None, a number: a ConfigError there)
+    return policy
 
 
 def refusals(jobs: Sequence[JobSpec], nodes: Sequence[Node]) -> dict[str, str]:

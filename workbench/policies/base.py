@@ -101,6 +101,10 @@ def check_engine(name: str, what: str = "") -> None:
     `+` a placement plugin that engine takes. `what` (an option such as `--policy`) starts
     the message."""
     _load_all()
+    if not isinstance(name, str):  # (None, a number: an AttributeError of `partition`)
+        prefix = f"{what}: " if what else ""
+        raise ConfigError(f"{prefix}expected an engine name, got {name!r}; available: "
+                          f"{', '.join(sorted(_REGISTRY))}")
     base, plus, plugin = name.partition("+")
     if base not in _REGISTRY:
         prefix = f"{what}: " if what else ""

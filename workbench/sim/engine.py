@@ -34,7 +34,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from ..backend import Outcome, VirtualClock, refusal
-from ..errors import check_number
+from ..errors import ConfigError, check_number
 from ..model import (
     CPU,
     GPU,
@@ -121,6 +121,25 @@ def pickled_without_settled(since: float, until: float | None = None) -> Iterato
         _SETTLED_BY.reset(token)
 
 
+def _checked_faults(faults: Sequence[Fault], nodes: dict[str, int]) -> list[Fault]:
+    """`faults`, or a one-line ConfigError naming the first that is not a `Fault` on one of
+    `nodes` at a finite time >= 0 lasting a finite time > 0 (or None): a notebook's
+    `Workbench(faults=...)` reaches no CLI flag ('bogus' was an AttributeError of the engine)."""
+    if isinstance(faults, (str, bytes)) or not isinstance(faults, Sequence):
+        raise ConfigError(f"faults: expected a list of Fault(time, node, duration), got {faults!r}")
+    for i, f in enumerate(faults):
+        if not isinstance(f, Fault):
+            raise ConfigError(f"faults[{i}]: expected a Fault(time, node, duration), got {f!r}")
+        if f.node not in nodes:
+            raise ConfigError(f"faults[{i}]: unknown node {f.node!r}")
+        check_number(f"faults[{i}].time", f.time, minimum=0.0)
+        if f.duration is not None and check_number(f"faults[{i}].duration", f.duration,
+                                                   minimum=0.0) <= 0:
+            raise ConfigError(f"faults[{i}].duration: expected a finite number > 0 (or None:"
+                              f" never back), got {f.duration!r}")
+    return list(faults)
+
+
 class SimBackend:
     def __init__(self, nodes: Sequence[Node], jobs: Sequence[JobSpec], perf=None, *,
                  restart_delay: float = 30.0, checkpoint_interval: float = 600.0,
@@ -148,7 +167,8 @@ class SimBackend:
         # checked here too: a notebook's Workbench(restart_delay=...) reaches no CLI flag
         self.restart_delay = check_number("restart_delay", restart_delay, minimum=0.0,
                                           maximum=MAX_RESTART_DELAY)
-        self.checkpoint_interval = float(checkpoint_interval)
+        self.checkpoint_interval = check_number("checkpoint_interval", checkpoint_interval,
+                                                minimum=0.0)  # (NaN: no checkpoint, silently)
         self.contention = contention
         self.history_interval = history_interval
 
@@ -174,7 +194,7 @@ class SimBackend:
         self._restarts: list[tuple[float, int, str, int]] = []
         self._faults: list[tuple[float, int, str, str]] = []  # (time, seq, "fail"/"recover", node)
         self._seq = 0
-        for f in faults:
+        for f in _checked_faults(faults, self.node_index):
             self.inject_fault(f)
         self._now = self._specs[0].arrival if self._specs else 0.0
         self.usage = Usage()
