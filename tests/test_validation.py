@@ -511,3 +511,43 @@ def test_the_notebook_store_refuses_bad_engines_faults_and_numbers_in_one_line(o
         WorkbenchState.from_workload(**options)
     assert str(e.value).startswith(words)
     assert "\n" not in str(e.value) and len(str(e.value)) < 300
+
+
+@pytest.mark.parametrize("call, words", [
+    (lambda s: s.preview_switch("fifo", horizon=-1), "horizon: expected a finite number >= 60, got -1"),
+    (lambda s: s.preview_switch("fifo", horizon=float("nan")), "horizon: expected a finite number"),
+    (lambda s: s.preview_switch("fifo", horizon=0), "horizon: expected a finite number >= 60, got 0"),
+    (lambda s: s.preview_switch("fifo", horizon="x"), "horizon: expected a finite number"),
+    (lambda s: s.what_if(["fifo"], budget_s=-1), "budget_s: expected a finite number >= 0, got -1"),
+    (lambda s: s.what_if(["fifo"], budget_s=float("nan")), "budget_s: expected a finite number"),
+    (lambda s: s.what_if(["fifo"], until=float("nan")), "until: expected a finite number, got nan"),
+    (lambda s: s.what_if(["fifo"], until="x"), "until: expected a finite number, got 'x'"),
+    (lambda s: s.decisions_frame(-1), "last: expected a count of decisions (0 or more), got -1"),
+    (lambda s: s.decisions_frame(2.5), "last: expected a count of decisions (0 or more), got 2.5"),
+    (lambda s: s.advance(3600, max_rounds=-1), "max_rounds: expected a finite number >= 1, got -1"),
+    (lambda s: s.advance(3600, max_rounds=2.5), "max_rounds: expected a whole number >= 1, got 2.5"),
+])
+def test_the_stores_methods_refuse_bad_numbers_in_one_line(call, words):
+    """A notebook's `preview_switch(name, horizon=-1)` or NaN ran a preview (and 0 was the
+    default 4 h), `what_if(budget_s=-1)` and `until=NaN` ran, `until='x'` was a TypeError from
+    the pool, `decisions_frame(2.5)` a slice's TypeError, `advance(max_rounds=-1)` ran on."""
+    from workbench.errors import ConfigError
+    from workbench.ui.state import WorkbenchState
+
+    state = WorkbenchState.from_workload("synthetic:n=5", "small", "fifo", parallel_forks=False)
+    state.advance(1800)
+    with pytest.raises(ConfigError) as e:
+        call(state)
+    assert str(e.value).startswith(words)
+
+
+def test_the_stores_what_if_takes_one_name_and_decisions_frame_zero_rows():
+    """`what_if("fifo")` ran engines 'f', 'i', ... ("unknown engine 'f'"); `decisions_frame(0)`
+    returned every decision (`ds[-0:]`)."""
+    from workbench.ui.state import WorkbenchState
+
+    state = WorkbenchState.from_workload("synthetic:n=5", "small", "fifo", parallel_forks=False)
+    state.advance(1800)
+    assert list(state.what_if("fifo", budget_s=10).table.policy) == ["fifo"]
+    assert list(state.what_if("fifo, drf", budget_s=10).table.policy) == ["fifo", "drf"]
+    assert len(state.decisions_frame(0)) == 0 and len(state.decisions_frame(1)) == 1

@@ -19,7 +19,7 @@ import param
 
 from ..backend import Backend, Forkable
 from ..control import Controller
-from ..errors import check_number
+from ..errors import ConfigError, check_number
 from ..whatif import OneAtATime
 
 SAMPLE_EVERY = 20  # rounds between two calls of `_between_rounds` while many rounds run
@@ -153,6 +153,9 @@ class RunControls(param.Parameterized):
     def advance(self, seconds: float, max_rounds: int | None = None) -> None:
         """Run the simulator `seconds` forward (or `max_rounds` rounds, if fewer)."""
         seconds = check_number("seconds", seconds, minimum=0)  # NaN ran the workload to its end
+        if max_rounds is not None and (isinstance(max_rounds, bool) or check_number(
+                "max_rounds", max_rounds, minimum=1) != int(max_rounds)):  # (-1, 2.5 ran on)
+            raise ConfigError(f"max_rounds: expected a whole number >= 1, got {max_rounds!r}")
         self._require_control()
         if not self.simulated:
             raise TypeError("only the simulator's clock can be moved; a real cluster runs on"

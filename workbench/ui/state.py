@@ -29,6 +29,7 @@ derives incrementally `tracking`'s.
 
 from __future__ import annotations
 
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -295,6 +296,8 @@ class WorkbenchState(RunControls):
         """Fork now; return a function computing the preview on the fork (thread-safe: it
         touches nothing of this store)."""
         backend = self._forkable("a switch preview")
+        if horizon is not None:  # (-1 and NaN ran a preview; 0 was the default 4 h, silently)
+            check_number("horizon", horizon, minimum=self.param.preview_horizon.bounds[0])
         return self.background.track(
             f"forecasting a switch to {name}",
             whatif.prepare_preview(backend, self.controller.policy, make_policy(name),
@@ -382,7 +385,13 @@ class WorkbenchState(RunControls):
         nothing of this store, so it may run in a worker thread while the app goes on. `stop`,
         `done` and `so_far`: see `whatif.prepare_what_if`."""
         backend = self._forkable("a what-if")
-        budget = float(self.what_if_budget_s if budget_s is None else budget_s)
+        # (a budget of -1 or NaN, an `until` of NaN ran; 'x' was float()'s ValueError)
+        budget = float(self.what_if_budget_s if budget_s is None else check_number(
+            "budget_s", budget_s, minimum=0.0))
+        if until is not None:
+            until = check_number("until", until)
+        if isinstance(policies, str):  # one name, or names at commas ("fifo" ran 'f', 'i', ...)
+            policies = [p.strip() for p in policies.split(",") if p.strip()] or [policies]
         names = list(policies or available())
         return self.background.track(f"what-if of {len(names)} engine{'s' * (len(names) > 1)}",
                                      whatif.prepare_what_if(backend, names, until, budget,
@@ -483,8 +492,10 @@ class WorkbenchState(RunControls):
                         include_waits: bool = True) -> pd.DataFrame:
         """The `last` decisions (of `job`; without waits), newest first; on a real cluster
         with the wall-clock time too."""
+        if isinstance(last, bool) or not isinstance(last, numbers.Integral) or last < 0:
+            raise ConfigError(f"last: expected a count of decisions (0 or more), got {last!r}")
         ds = self.recorder.why(job) if job else self.recorder.decisions[-max(last * 4, last):]
         if not include_waits:
             ds = [d for d in ds if d.action != "Wait"]
-        return decisions_frame(ds[-last:], self.hours,
+        return decisions_frame(ds[-last:] if last else [], self.hours,  # ([-0:]: all of them)
                                None if self.simulated else self.wall_time)
