@@ -521,3 +521,21 @@ def test_sigterm_stops_a_pooled_sweep_as_ctrl_c_does(tmp_path):
     again = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
     result = json.loads(again.stdout)
     assert (result["ran"], result["skipped"]) == (2, 2)
+
+
+def test_a_seed_past_int64_or_a_dask_of_the_wrong_type_is_refused_before_any_run(tmp_path):
+    """`sweep(..., seeds=[1, 2**64], out=...)` ran both, then could not store the second
+    (pyarrow's OverflowError: a seed is an int64 column), and the table was never written;
+    `dask=5` was Dask's TypeError."""
+    out = str(tmp_path / "runs.parquet")
+    with pytest.raises(ConfigError, match=r"^seeds: expected a number from 0 to 9.22337e\+18,"
+                                          r" got 18446744073709551616$"):
+        sweep(["fifo"], ["synthetic:n=5"], seeds=[1, 2**64], serial=True, out=out)
+    with pytest.raises(ConfigError, match=r"^seeds: expected a range like 0-9"):
+        sweep(["fifo"], ["synthetic:n=5"], seeds=f"{2**64}-{2**64}", serial=True, out=out)
+    with pytest.raises(ConfigError, match="^dask: expected an address like tcp://host:8786,"
+                                          " 'local' or a distributed.Client, got 5$"):
+        sweep(["fifo"], ["synthetic:n=5"], dask=5, out=out)
+    assert os.listdir(tmp_path) == []
+    table = sweep(["fifo"], ["synthetic:n=5"], seeds=[2**63 - 1], serial=True, out=out)
+    assert list(table.seed) == [2**63 - 1] and list(pd.read_parquet(out).seed) == [2**63 - 1]

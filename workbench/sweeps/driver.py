@@ -60,6 +60,10 @@ def check_executor(serial: bool, workers: Any, dask: Any) -> None:
         raise ConfigError(f"workers: expected a positive integer, got {workers!r}")
     if workers is not None and workers > MAX_WORKERS:
         raise ConfigError(f"workers: expected 1 to {MAX_WORKERS} worker processes, got {workers}")
+    if dask is not None and not (isinstance(dask, str) and dask.strip()
+                                 or callable(getattr(dask, "submit", None))):  # (5: Dask's TypeError)
+        raise ConfigError(f"dask: expected an address like tcp://host:8786, 'local' or a"
+                          f" distributed.Client, got {dask!r}")
     if serial and dask is not None:
         raise ConfigError("serial, dask: give one (serial runs in this process, dask on Dask)")
 

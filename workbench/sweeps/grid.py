@@ -237,6 +237,9 @@ def _load(value: Any) -> float | None:
     return load
 
 
+# A row's seed is an int64 of the Parquet table: 2**64 ran, then failed to be stored, and the
+# table's other rows with it (pyarrow's OverflowError).
+MAX_SEED = 2**63 - 1
 MAX_RUNS = 1_000_000  # a bound on what a typo can allocate (10^9 seeds were still being listed after a minute)
 
 
@@ -262,12 +265,13 @@ def _seeds(value: Any) -> list[int]:
             seeds = list(range(int(low), int(high) + 1))
         except ValueError:
             raise ConfigError(f"seeds: expected a range like 0-9, got {value!r}") from None
-        if not seeds or int(low) < 0:
-            raise ConfigError(f"seeds: expected a range like 0-9, got {value!r}")
+        if not seeds or int(low) < 0 or seeds[-1] > MAX_SEED:
+            raise ConfigError(f"seeds: expected a range like 0-9 (seeds up to 2**63 - 1),"
+                              f" got {value!r}")
         return seeds
     if isinstance(value, str) and "," not in value:  # `--seeds 0` reads "0": a count of 0
         return _seeds(_number("seeds", value, int, minimum=0))
-    seeds = [_number("seeds", v, int, minimum=0) for v in _items("seeds", value)]
+    seeds = [_number("seeds", v, int, minimum=0, maximum=MAX_SEED) for v in _items("seeds", value)]
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds: a seed is listed twice in {seeds}")
     return seeds
