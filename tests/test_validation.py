@@ -551,3 +551,37 @@ def test_the_stores_what_if_takes_one_name_and_decisions_frame_zero_rows():
     assert list(state.what_if("fifo", budget_s=10).table.policy) == ["fifo"]
     assert list(state.what_if("fifo, drf", budget_s=10).table.policy) == ["fifo", "drf"]
     assert len(state.decisions_frame(0)) == 0 and len(state.decisions_frame(1)) == 1
+
+
+def test_the_session_and_controller_refuse_bad_runs_in_one_line():
+    """From a notebook: `Controller.run(until=NaN)` ran the workload to its end, `until='x'`
+    and `max_rounds='x'` were a comparison's TypeError; `simulate(..., policy_options=
+    {"bogus": 1})`, `policy_options="x"` and `bogus=1` the constructors' TypeErrors,
+    `simulate([], ...)` and two jobs of one name the simulator's ValueErrors."""
+    from workbench.errors import ConfigError
+    from workbench.session import load_jobs, load_nodes, simulate
+
+    nodes, jobs = load_nodes("default", "small"), load_jobs("synthetic:n=5")
+    for options, words in [
+        ({"policy_options": {"bogus": 1}},
+         "policy_options: engine 'fifo' has no option 'bogus'; it takes backfill, round_interval"),
+        ({"policy_options": "x"}, "policy_options: expected a dict of an engine's options, got 'x'"),
+        ({"bogus": 1}, "bogus: not an option of the simulator; it takes perf, restart_delay,"),
+    ]:
+        with pytest.raises(ConfigError) as e:
+            simulate(nodes, jobs, "fifo", **options)
+        assert str(e.value).startswith(words)
+    with pytest.raises(ConfigError, match="^nodes: the cluster has no nodes$"):
+        simulate([], jobs, "fifo")
+    with pytest.raises(ConfigError, match=f"^jobs: two jobs are named '{jobs[0].name}'"):
+        simulate(nodes, [*jobs, jobs[0]], "fifo")
+    controller = simulate(nodes, jobs, "fifo")
+    for kwargs, words in [({"until": float("nan")}, "until: expected a time in seconds"),
+                          ({"until": "x"}, "until: expected a time in seconds"),
+                          ({"max_rounds": "x"}, "max_rounds: expected a whole number >= 1"),
+                          ({"max_rounds": -1}, "max_rounds: expected a whole number >= 1")]:
+        with pytest.raises(ConfigError, match=f"^{words}"):
+            controller.run(**kwargs)
+    assert controller.backend.now == min(j.arrival for j in jobs)  # nothing ran
+    controller.run(until=3600.0, max_rounds=5)
+    assert 0 < controller.backend.now <= 3600.0

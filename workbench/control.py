@@ -10,12 +10,14 @@ Switching the policy swaps one object between rounds; no job is touched by the s
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, NamedTuple, Sequence, overload
 
 from .backend import Backend, Outcome
+from .errors import ConfigError
 from .model import Action, ClusterState, JobState, Reject, Suspend, Wait
 from .policies.base import Policy
 
@@ -404,6 +406,15 @@ class Controller:
             max_rounds: int | None = None, progress_every: int = 200) -> None:
         """Run rounds until every job is done (or `until`, or `max_rounds`); `progress(now)`
         every `progress_every` rounds and at the end."""
+        # (a notebook's run(until=NaN) ran the workload to its end; 'x' was a comparison's
+        # TypeError after the first round; max_rounds=-1 ran on)
+        if until is not None and (isinstance(until, bool) or not isinstance(until, numbers.Real)
+                                  or math.isnan(until)):
+            raise ConfigError(f"until: expected a time in seconds (or None: to the end),"
+                              f" got {until!r}")
+        if max_rounds is not None and (isinstance(max_rounds, bool) or not isinstance(
+                max_rounds, numbers.Integral) or max_rounds < 1):
+            raise ConfigError(f"max_rounds: expected a whole number >= 1, got {max_rounds!r}")
         n = 0
         while not self.backend.done():
             t = self._next_round_after_quiet_events(until)

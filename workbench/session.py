@@ -27,7 +27,7 @@ engine that will not shrink it keeps it waiting with the shortfall as its reason
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -77,6 +77,8 @@ def load_nodes(trace: str, cluster: str | None = None, nodes: int | None = None,
 
 def make_engine(policy: str | Policy, options: dict[str, Any] | None = None) -> Policy:
     """`policy` itself, or a fresh engine of that name made with `options`."""
+    if options is not None and not isinstance(options, Mapping):  # (** of a str: TypeError)
+        raise ConfigError(f"policy_options: expected a dict of an engine's options, got {options!r}")
     if isinstance(policy, str) or not callable(getattr(policy, "schedule", None)):
         return make_policy(policy, **(options or {}))  # (None, a number: a ConfigError there)
     return policy
@@ -141,6 +143,7 @@ def simulate(nodes: Sequence[Node], jobs: Sequence[JobSpec], policy: str | Polic
     rejected as they arrive. Its recorder samples the timeline every `timeline_every` seconds
     (0: every round) and, with `fragmentation`, measures fragmented GPUs against the jobs'
     task sizes. `sim_options` go to `SimBackend`."""
+    check_run(nodes, jobs, sim_options)
     verdicts = refusals(jobs, nodes)
     controller = AdmittingController(SimBackend(nodes, jobs, **sim_options),
                                      make_engine(policy, policy_options),
@@ -149,6 +152,25 @@ def simulate(nodes: Sequence[Node], jobs: Sequence[JobSpec], policy: str | Polic
     if fragmentation:
         meter_fragmentation(controller, [j for j in jobs if j.name not in verdicts])
     return controller
+
+
+def check_run(nodes: Sequence[Node], jobs: Sequence[JobSpec], sim_options: dict[str, Any]
+              ) -> None:
+    """A one-line ConfigError for what the simulator refused with a ValueError or TypeError of
+    its own (a notebook's `simulate([], jobs, ...)`, two jobs of one name, `bogus=1`)."""
+    import inspect
+
+    takes = [n for n in inspect.signature(SimBackend).parameters if n not in ("nodes", "jobs")]
+    for key in sim_options:
+        if key not in takes:
+            raise ConfigError(f"{key}: not an option of the simulator; it takes {', '.join(takes)}")
+    if not nodes:
+        raise ConfigError("nodes: the cluster has no nodes")
+    seen: set[str] = set()
+    for job in jobs:
+        if job.name in seen:
+            raise ConfigError(f"jobs: two jobs are named {job.name!r}; a job's name is its own")
+        seen.add(job.name)
 
 
 def meter_fragmentation(controller: Controller, runnable: Sequence[JobSpec]) -> None:

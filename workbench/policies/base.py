@@ -131,10 +131,26 @@ def make_policy(name: str, **options: Any) -> Policy:
     base, _, plugin = name.partition("+")
     placement = plugin or options.pop("placement", None)
     options.pop("placement", None)
+    _check_options(_REGISTRY[base], options)
     policy = _REGISTRY[base](**options)
     if placement:
         policy.use_placement(placement)
     return policy
+
+
+def _check_options(engine: type, options: dict[str, Any]) -> None:
+    """A one-line `ConfigError` naming an option `engine` does not take (a notebook's
+    `policy_options={"bogus": 1}` was the constructor's TypeError)."""
+    import inspect
+
+    params = inspect.signature(engine).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    takes = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    for key in options:
+        if key not in takes:
+            raise ConfigError(f"policy_options: engine {engine.name!r} has no option {key!r};"
+                              f" it takes {', '.join(takes) or 'none'}")
 
 
 def placement_engines() -> list[str]:
