@@ -325,12 +325,26 @@ def test_a_notebook_cell_in_jupyterlab_runs_the_app_offline(browser, tmp_path, s
         finally:
             page.close()
 
+def _accept_dialogs(page, wait_s: float = 5.0) -> None:
+    """Accept any JupyterLab dialog over the notebook (a slow kernel start may ask which
+    kernel to use): the full CI run once waited 120 s on a click the dialog took."""
+    dialogs = page.locator(".jp-Dialog")
+    end = time.monotonic() + wait_s
+    while time.monotonic() < end:
+        if dialogs.count():
+            print("JupyterLab dialog:", dialogs.first.inner_text()[:200])  # (in the test's log)
+            page.locator(".jp-Dialog .jp-mod-accept").first.click(timeout=10_000)
+        else:
+            time.sleep(0.5)
+
+
 def _run_first_cell(page, tries: int = 6) -> None:
     """Run the notebook's first cell, again until its prompt says it ran or runs ("[*]:",
     "[1]:"): on a busy machine the keys could reach the page before the notebook took them,
     and the cell never ran (the console's tabs were awaited 180 s in vain)."""
     prompt = page.locator(".jp-Notebook .jp-Cell .jp-InputPrompt").first
     for _ in range(tries):
+        _accept_dialogs(page)
         page.locator(".jp-Notebook .jp-Cell .jp-InputArea-editor").first.click(timeout=120_000)
         page.keyboard.press("Control+Enter")  # run it, staying on it
         end = time.monotonic() + 20
