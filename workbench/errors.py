@@ -59,3 +59,17 @@ def check_number(flag: str, value: float, *, minimum: float | None = None,
         shown = repr(value) if len(repr(value)) <= 40 else f"{repr(value)[:20]}…{repr(value)[-10:]}"
         raise ConfigError(f"{flag}: expected a finite number{bound}, got {shown}")
     return float(value)
+
+
+def unknown_keyword(fn, options, skip: tuple[str, ...] = ()) -> tuple[str, list[str]] | None:
+    """The first of `options` that `fn` takes no keyword for, with the keywords it takes
+    (less `skip`), or None (also when `fn` takes any keyword): for a one-line error where
+    the call would be a TypeError."""
+    import inspect
+
+    params = inspect.signature(fn).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return None
+    takes = [n for n, p in params.items()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and n not in skip]
+    return next(((key, takes) for key in options if key not in takes), None)

@@ -34,7 +34,7 @@ import numpy as np
 
 from .clusters import parse_cluster
 from .control import Controller, RoundReport
-from .errors import ConfigError
+from .errors import ConfigError, unknown_keyword
 from .metrics import FragmentationMeter
 from .model import JobSpec, Node, Reject
 from .placement.ledger import shape_refusal
@@ -143,7 +143,7 @@ def simulate(nodes: Sequence[Node], jobs: Sequence[JobSpec], policy: str | Polic
     rejected as they arrive. Its recorder samples the timeline every `timeline_every` seconds
     (0: every round) and, with `fragmentation`, measures fragmented GPUs against the jobs'
     task sizes. `sim_options` go to `SimBackend`."""
-    check_run(nodes, jobs, sim_options)
+    check_sim_options(sim_options)
     verdicts = refusals(jobs, nodes)
     controller = AdmittingController(SimBackend(nodes, jobs, **sim_options),
                                      make_engine(policy, policy_options),
@@ -154,23 +154,12 @@ def simulate(nodes: Sequence[Node], jobs: Sequence[JobSpec], policy: str | Polic
     return controller
 
 
-def check_run(nodes: Sequence[Node], jobs: Sequence[JobSpec], sim_options: dict[str, Any]
-              ) -> None:
-    """A one-line ConfigError for what the simulator refused with a ValueError or TypeError of
-    its own (a notebook's `simulate([], jobs, ...)`, two jobs of one name, `bogus=1`)."""
-    import inspect
-
-    takes = [n for n in inspect.signature(SimBackend).parameters if n not in ("nodes", "jobs")]
-    for key in sim_options:
-        if key not in takes:
-            raise ConfigError(f"{key}: not an option of the simulator; it takes {', '.join(takes)}")
-    if not nodes:
-        raise ConfigError("nodes: the cluster has no nodes")
-    seen: set[str] = set()
-    for job in jobs:
-        if job.name in seen:
-            raise ConfigError(f"jobs: two jobs are named {job.name!r}; a job's name is its own")
-        seen.add(job.name)
+def check_sim_options(sim_options: dict[str, Any]) -> None:
+    """A one-line ConfigError for an option the simulator does not take (a notebook's
+    `bogus=1` was its constructor's TypeError); the simulator checks its nodes and jobs."""
+    if (unknown := unknown_keyword(SimBackend, sim_options, skip=("nodes", "jobs"))) is not None:
+        key, takes = unknown
+        raise ConfigError(f"{key}: not an option of the simulator; it takes {', '.join(takes)}")
 
 
 def meter_fragmentation(controller: Controller, runnable: Sequence[JobSpec]) -> None:

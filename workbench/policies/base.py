@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import ConfigError
+from ..errors import ConfigError, unknown_keyword
 from ..model import Action, ClusterState
 from ..placement.ledger import Ledger
 
@@ -141,16 +141,10 @@ def make_policy(name: str, **options: Any) -> Policy:
 def _check_options(engine: type, options: dict[str, Any]) -> None:
     """A one-line `ConfigError` naming an option `engine` does not take (a notebook's
     `policy_options={"bogus": 1}` was the constructor's TypeError)."""
-    import inspect
-
-    params = inspect.signature(engine).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    takes = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    for key in options:
-        if key not in takes:
-            raise ConfigError(f"policy_options: engine {engine.name!r} has no option {key!r};"
-                              f" it takes {', '.join(takes) or 'none'}")
+    if (unknown := unknown_keyword(engine, options)) is not None:
+        key, takes = unknown
+        raise ConfigError(f"policy_options: engine {engine.name!r} has no option {key!r};"
+                          f" it takes {', '.join(takes) or 'none'}")
 
 
 def placement_engines() -> list[str]:

@@ -151,8 +151,8 @@ class SimBackend:
             perf = default_perf()
         self.perf = perf
         self.nodes = list(nodes)
-        if not self.nodes:
-            raise ValueError("the cluster has no nodes")
+        if not self.nodes:  # (a notebook's simulate([], ...): one line, a ConfigError)
+            raise ConfigError("nodes: the cluster has no nodes")
         names = [n.name for n in self.nodes]
         if len(set(names)) != len(names):
             raise ValueError("node names must be unique")
@@ -176,7 +176,7 @@ class SimBackend:
         seen: set[str] = set()
         for s in self._specs:
             if s.name in seen:
-                raise ValueError(f"duplicate job name {s.name!r}")
+                raise ConfigError(f"jobs: two jobs are named {s.name!r}; a job's name is its own")
             seen.add(s.name)
         self._next_arrival = 0
         self._arrival_at = self._specs[0].arrival if self._specs else math.inf  # the next one's
