@@ -112,7 +112,8 @@ class ForecastView(View):
         lag = "" if not age_h > 0 else (
             f" Forecast {ago} ago: each takes {self.state.forecast_seconds:.2f} s, so not every"
             " update makes one.")
-        self.note.object = (f"Predicted finish (dot) with its band, deadline (black bar), now"
-                            f" (dashed); {shown}{self.total} active jobs with a forecast.{lag}")
-        if not self.total:  # (the chart is a blank box)
+        if self.total:
+            self.note.object = (f"Predicted finish (dot) with its band, deadline (black bar), now"
+                                f" (dashed); {shown}{self.total} active jobs with a forecast.{lag}")
+        else:  # (the chart is a blank box)
             self.note.object = f"No data yet: no queued or running job has a forecast now.{lag}"
